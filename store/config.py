@@ -1,0 +1,167 @@
+"""Configuration: ``configs/default.toml``, then a ``--config`` file, then ``TRIMEM_*`` variables.
+
+Built once by the CLI or the MCP server and passed down explicitly; nothing reads it
+from a global. Every key lives in the default file with a comment saying why it has
+its value, and an unknown key is an error rather than a silent no-op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import InvalidArgument
+
+ENV_PREFIX = "TRIMEM_"
+HOME_VARIABLE = "TRIMEM_HOME"
+_PACKAGED_DEFAULTS = Path(__file__).with_name("default.toml")
+_CHECKOUT_DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "default.toml"
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    db_path: str
+    embedding_model: str
+    spacy_pipeline: str
+    torch_threads: int
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    top_k: int
+    threshold: float
+    use_bm25: bool
+    use_entities: bool
+    candidate_pool: Literal["semantic", "union"]
+    overfetch_factor: int
+    overfetch_minimum: int
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    max_text_chars: int
+    max_top_k: int
+    max_metadata_bytes: int
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    user_id: str
+    max_result_chars: int
+    log_level: str
+
+
+@dataclass(frozen=True)
+class Config:
+    store: StoreConfig
+    search: SearchConfig
+    limits: LimitsConfig
+    server: ServerConfig
+
+    @property
+    def database(self) -> Path:
+        """The database file: the configured path, else ``memories.db`` in the data folder."""
+        if self.store.db_path:
+            return Path(self.store.db_path).expanduser()
+        return data_dir() / "memories.db"
+
+    def replace(self, section: str, **values: Any) -> Config:
+        """A copy with some keys of one section changed (flags, tests, benchmark ablations)."""
+        return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **values)})
+
+
+SECTIONS: dict[str, type] = {
+    "store": StoreConfig,
+    "search": SearchConfig,
+    "limits": LimitsConfig,
+    "server": ServerConfig,
+}
+
+
+def data_dir() -> Path:
+    """``$TRIMEM_HOME``, else the platform's per-user data folder for trimem."""
+    if home := os.environ.get(HOME_VARIABLE):
+        return Path(home).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("trimem", appauthor=False))
+
+
+def defaults_path() -> Path:
+    """The default file: packaged beside this module in a wheel, in ``configs/`` in a checkout."""
+    return _PACKAGED_DEFAULTS if _PACKAGED_DEFAULTS.exists() else _CHECKOUT_DEFAULTS
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Defaults, overridden by the file at ``path``, overridden by ``TRIMEM_<KEY>`` variables."""
+    raw = _read(defaults_path())
+    if path is not None:
+        for section, values in _read(path).items():
+            if section not in raw:
+                raise InvalidArgument(f"unknown section [{section}] in {path}; known: {', '.join(SECTIONS)}")
+            for key, value in values.items():
+                if key not in raw[section]:
+                    raise InvalidArgument(f"unknown key '{key}' in [{section}] of {path}")
+                raw[section][key] = value
+    environ = os.environ if environ is None else environ
+    for section, values in raw.items():
+        for key, default in values.items():
+            variable = ENV_PREFIX + key.upper()
+            if variable in environ:
+                values[key] = _parse_env(variable, environ[variable], default)
+    return _build(raw)
+
+
+def _read(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidArgument(f"cannot read configuration {path}: {exc}") from exc
+
+
+def _parse_env(variable: str, text: str, default: Any) -> Any:
+    """Environment values are strings: read them as the type of the default."""
+    try:
+        if isinstance(default, bool):
+            if text.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise ValueError(text)
+            return text.lower() in ("1", "true", "yes", "on")
+        return type(default)(text)
+    except ValueError:
+        raise InvalidArgument(f"{variable}={text!r} is not a valid {type(default).__name__}") from None
+
+
+def _build(raw: dict[str, dict[str, Any]]) -> Config:
+    sections = {}
+    for name, cls in SECTIONS.items():
+        values = raw.get(name, {})
+        for field in dataclasses.fields(cls):
+            if field.name not in values:
+                raise InvalidArgument(f"configuration lacks [{name}] {field.name}")
+        sections[name] = cls(**values)
+    config = Config(**sections)
+    _check(config)
+    return config
+
+
+def _check(config: Config) -> None:
+    """Refuse values that would make every search fail later with a worse message."""
+    search, limits = config.search, config.limits
+    if not 0.0 <= search.threshold <= 1.0:
+        raise InvalidArgument(f"threshold must be between 0 and 1, got {search.threshold}")
+    if search.candidate_pool not in ("semantic", "union"):
+        raise InvalidArgument(f"candidate_pool must be 'semantic' or 'union', got {search.candidate_pool!r}")
+    if not 1 <= search.top_k <= limits.max_top_k:
+        raise InvalidArgument(f"top_k must be between 1 and max_top_k ({limits.max_top_k}), got {search.top_k}")
+    for name in ("overfetch_factor", "overfetch_minimum"):
+        if getattr(search, name) < 1:
+            raise InvalidArgument(f"{name} must be at least 1")
+    for name in ("max_text_chars", "max_top_k", "max_metadata_bytes"):
+        if getattr(limits, name) < 1:
+            raise InvalidArgument(f"{name} must be at least 1")

@@ -1,0 +1,658 @@
+"""Every SQL statement trimem runs: connection settings, schema migrations and queries.
+
+The binding is apsw: it bundles a current SQLite with FTS5 and can load sqlite-vec on
+Pythons whose stdlib ``sqlite3`` cannot (macOS system Python, many pyenv builds).
+Nothing outside this module writes SQL. Values are always bound parameters; the only
+text spliced into SQL is identifiers chosen here and filter SQL from ``store.filters``,
+which binds its values too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+import sqlite_vec
+
+from .errors import SchemaMismatch, TrimemError
+from .validation import SCOPE_KEYS
+
+
+BUSY_TIMEOUT_MS = 10_000
+WRITE_RETRIES = 8
+KNN_LIMIT = 4096
+"""sqlite-vec refuses k above 4096."""
+
+MEMORY_COLUMNS = (
+    "rowid, id, text, hash, user_id, agent_id, run_id, actor_id, role, metadata, "
+    "created_at, updated_at, expiration_date"
+)
+
+
+# --- connection -----------------------------------------------------------------
+
+
+def connection_wal(conn: apsw.Connection) -> None:
+    """WAL lets readers carry on while one process writes: several MCP clients share a file."""
+    conn.execute("PRAGMA journal_mode=WAL")
+
+
+def connection_busy_timeout(conn: apsw.Connection) -> None:
+    """Wait for another process's write lock instead of failing with 'database is locked'."""
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+
+
+def connection_foreign_keys(conn: apsw.Connection) -> None:
+    """Link rows vanish with their memory or entity (ON DELETE CASCADE)."""
+    conn.execute("PRAGMA foreign_keys=ON")
+
+
+def connection_synchronous(conn: apsw.Connection) -> None:
+    """NORMAL is durable across application crashes in WAL mode and much faster than FULL."""
+    conn.execute("PRAGMA synchronous=NORMAL")
+
+
+def connection_sqlite_vec(conn: apsw.Connection) -> None:
+    """Load sqlite-vec for vec0 tables, then close the door on further extension loading."""
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+
+
+CONNECTION_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
+    connection_busy_timeout,
+    connection_sqlite_vec,
+    connection_wal,
+    connection_foreign_keys,
+    connection_synchronous,
+)
+
+
+def connect(path: Path) -> apsw.Connection:
+    """Open (creating the folder if needed) a database file with every setting applied."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = apsw.Connection(str(path))
+    for setting in CONNECTION_SETTINGS:
+        setting(conn)
+    return conn
+
+
+def versions(conn: apsw.Connection) -> dict[str, str]:
+    """SQLite, sqlite-vec and apsw versions, for ``trimem doctor``."""
+    (vec_version,) = conn.execute("SELECT vec_version()").fetchone()
+    return {"sqlite": apsw.sqlite_lib_version(), "sqlite_vec": vec_version, "apsw": apsw.apsw_version()}
+
+
+@contextlib.contextmanager
+def write_transaction(conn: apsw.Connection) -> Iterator[None]:
+    """One all-or-nothing write, taking the write lock up front.
+
+    ``BEGIN IMMEDIATE`` avoids the deadlock where two deferred readers both try to
+    upgrade; if the lock is still busy after ``busy_timeout`` we back off and retry.
+    Any exception inside rolls everything back.
+    """
+    for attempt in range(WRITE_RETRIES):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            break
+        except apsw.BusyError:
+            if attempt == WRITE_RETRIES - 1:
+                raise TrimemError("the database stayed locked by another process; try again") from None
+            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+# --- schema -----------------------------------------------------------------------
+
+
+def m001_initial(conn: apsw.Connection, dimension: int) -> None:
+    """Memories, their vectors and FTS rows, entities and links, history."""
+    conn.execute(
+        f"""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE memories (
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            text TEXT NOT NULL,
+            text_lemmatized TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            actor_id TEXT,
+            role TEXT,
+            metadata TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(metadata)),
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            expiration_date TEXT
+        );
+        -- one memory per normalised text per scope, even with several writers
+        CREATE UNIQUE INDEX memories_scope_hash ON memories(user_id, agent_id, run_id, hash);
+        CREATE INDEX memories_agent ON memories(agent_id, run_id);
+        CREATE INDEX memories_run ON memories(run_id);
+        CREATE VIRTUAL TABLE memory_vectors USING vec0(
+            memory_rowid INTEGER PRIMARY KEY,
+            embedding float[{dimension}] distance_metric=cosine,
+            user_id TEXT, agent_id TEXT, run_id TEXT
+        );
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            text_lemmatized, content='memories', content_rowid='rowid'
+        );
+        -- the FTS index follows its content table inside the same transaction
+        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (new.rowid, new.text_lemmatized);
+        END;
+        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized)
+            VALUES ('delete', old.rowid, old.text_lemmatized);
+        END;
+        CREATE TRIGGER memories_fts_update AFTER UPDATE OF text_lemmatized ON memories BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized)
+            VALUES ('delete', old.rowid, old.text_lemmatized);
+            INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (new.rowid, new.text_lemmatized);
+        END;
+        CREATE TABLE entities (
+            id INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL,
+            normalized TEXT NOT NULL,
+            entity_type TEXT NOT NULL,
+            UNIQUE (user_id, agent_id, run_id, normalized)
+        );
+        CREATE VIRTUAL TABLE entity_vectors USING vec0(
+            entity_id INTEGER PRIMARY KEY,
+            embedding float[{dimension}] distance_metric=cosine,
+            user_id TEXT, agent_id TEXT, run_id TEXT
+        );
+        CREATE TABLE memory_entities (
+            memory_rowid INTEGER NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
+            entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+            PRIMARY KEY (memory_rowid, entity_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX memory_entities_entity ON memory_entities(entity_id);
+        CREATE TABLE history (
+            id INTEGER PRIMARY KEY,
+            memory_id TEXT NOT NULL,
+            event TEXT NOT NULL CHECK (event IN ('ADD', 'UPDATE', 'DELETE')),
+            old_text TEXT,
+            new_text TEXT,
+            old_metadata TEXT,
+            new_metadata TEXT,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX history_memory ON history(memory_id);
+        """
+    )
+
+
+MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (m001_initial,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int) -> None:
+    """Create or upgrade the schema, and refuse a database built for another embedding size.
+
+    Vectors of another dimension cannot be compared, so mixing them would silently
+    break search; we stop with a message instead. A different model of the same size
+    is allowed (the user chose it) but recorded.
+    """
+    with write_transaction(conn):
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        version = row[0] or 0
+        if version > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"this database has schema version {version}, newer than this trimem "
+                f"understands ({SCHEMA_VERSION}); upgrade trimem"
+            )
+        for number in range(version, SCHEMA_VERSION):
+            MIGRATIONS[number](conn, dimension)
+        if version < SCHEMA_VERSION:
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+        stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if not stored:
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('embedding_model', ?), ('embedding_dimension', ?)",
+                (model_name, str(dimension)),
+            )
+        elif int(stored["embedding_dimension"]) != dimension:
+            raise SchemaMismatch(
+                f"this database holds {stored['embedding_dimension']}-dimensional vectors from "
+                f"'{stored['embedding_model']}', but the configured model '{model_name}' makes "
+                f"{dimension}-dimensional ones; configure that model again or use another database file"
+            )
+
+
+def meta(conn: apsw.Connection) -> dict[str, str]:
+    """The stored model name and dimension."""
+    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+# --- rows ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """One ``memories`` row as stored (scope ids are '' when unset)."""
+
+    rowid: int
+    id: str
+    text: str
+    hash: str
+    user_id: str
+    agent_id: str
+    run_id: str
+    actor_id: str | None
+    role: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    expiration_date: str | None
+
+
+def _memory_row(values: Sequence[Any]) -> MemoryRow:
+    *head, metadata, created_at, updated_at, expiration = values
+    return MemoryRow(*head, json.loads(metadata), created_at, updated_at, expiration)
+
+
+def vector_blob(vector: np.ndarray) -> bytes:
+    """float32 bytes, the layout sqlite-vec reads."""
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def scope_sql(scope: dict[str, str], alias: str = "") -> tuple[str, list[str]]:
+    """Equality on each scope key the caller named; unnamed keys match anything."""
+    prefix = f"{alias}." if alias else ""
+    clauses = [f"{prefix}{key} = ?" for key in SCOPE_KEYS if scope.get(key)]
+    return " AND ".join(clauses) or "1", [scope[key] for key in SCOPE_KEYS if scope.get(key)]
+
+
+# --- memory writes --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """Everything one insert needs, computed before the transaction starts."""
+
+    id: str
+    text: str
+    text_lemmatized: str
+    hash: str
+    scope: dict[str, str]
+    actor_id: str | None
+    role: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    expiration_date: str | None
+    embedding: np.ndarray
+
+
+def find_by_hash(conn: apsw.Connection, scope: dict[str, str], text_hash: str) -> MemoryRow | None:
+    """The memory with this normalised-text hash in exactly this scope, if any."""
+    row = conn.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memories "
+        "WHERE user_id = ? AND agent_id = ? AND run_id = ? AND hash = ?",
+        (*(scope.get(key, "") for key in SCOPE_KEYS), text_hash),
+    ).fetchone()
+    return _memory_row(row) if row else None
+
+
+def insert_memory(conn: apsw.Connection, memory: NewMemory) -> int:
+    """Insert the memory row (its FTS row follows by trigger) and its vector; return the rowid."""
+    scope = [memory.scope.get(key, "") for key in SCOPE_KEYS]
+    conn.execute(
+        "INSERT INTO memories(id, text, text_lemmatized, hash, user_id, agent_id, run_id, actor_id, "
+        "role, metadata, created_at, updated_at, expiration_date) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            memory.id,
+            memory.text,
+            memory.text_lemmatized,
+            memory.hash,
+            *scope,
+            memory.actor_id,
+            memory.role,
+            json.dumps(memory.metadata, ensure_ascii=False),
+            memory.created_at,
+            memory.created_at,
+            memory.expiration_date,
+        ),
+    )
+    rowid = conn.last_insert_rowid()
+    put_memory_vector(conn, rowid, memory.embedding, memory.scope)
+    return rowid
+
+
+def put_memory_vector(conn: apsw.Connection, rowid: int, embedding: np.ndarray, scope: dict[str, str]) -> None:
+    """Insert or replace a memory's vector (vec0 has no upsert, so delete first)."""
+    conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
+    conn.execute(
+        "INSERT INTO memory_vectors(memory_rowid, embedding, user_id, agent_id, run_id) VALUES (?, ?, ?, ?, ?)",
+        (rowid, vector_blob(embedding), *(scope.get(key, "") for key in SCOPE_KEYS)),
+    )
+
+
+def update_memory_row(
+    conn: apsw.Connection,
+    rowid: int,
+    *,
+    text: str,
+    text_lemmatized: str,
+    text_hash: str,
+    metadata: dict[str, Any],
+    updated_at: str,
+) -> None:
+    """Rewrite text and metadata; the FTS trigger re-indexes the lemmatized text."""
+    conn.execute(
+        "UPDATE memories SET text = ?, text_lemmatized = ?, hash = ?, metadata = ?, updated_at = ? "
+        "WHERE rowid = ?",
+        (text, text_lemmatized, text_hash, json.dumps(metadata, ensure_ascii=False), updated_at, rowid),
+    )
+
+
+def delete_memory_row(conn: apsw.Connection, rowid: int) -> None:
+    """Delete a memory, its vector, its FTS row (trigger) and links (cascade), then orphaned entities."""
+    conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
+    conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
+    delete_orphan_entities(conn)
+
+
+def add_history(
+    conn: apsw.Connection,
+    memory: MemoryRow | NewMemory,
+    event: str,
+    *,
+    old_text: str | None,
+    new_text: str | None,
+    old_metadata: dict[str, Any] | None,
+    new_metadata: dict[str, Any] | None,
+    at: str,
+) -> None:
+    """Record one ADD / UPDATE / DELETE, with the scope so history stays scoped after a delete."""
+    scope = memory.scope if isinstance(memory, NewMemory) else {k: getattr(memory, k) for k in SCOPE_KEYS}
+    conn.execute(
+        "INSERT INTO history(memory_id, event, old_text, new_text, old_metadata, new_metadata, "
+        "user_id, agent_id, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            memory.id,
+            event,
+            old_text,
+            new_text,
+            None if old_metadata is None else json.dumps(old_metadata, ensure_ascii=False),
+            None if new_metadata is None else json.dumps(new_metadata, ensure_ascii=False),
+            *(scope.get(key, "") for key in SCOPE_KEYS),
+            at,
+        ),
+    )
+
+
+# --- entities -------------------------------------------------------------------------
+
+
+def find_entity_exact(conn: apsw.Connection, scope: dict[str, str], normalized: str) -> int | None:
+    """The id of the entity with this normalised text in exactly this scope."""
+    row = conn.execute(
+        "SELECT id FROM entities WHERE user_id = ? AND agent_id = ? AND run_id = ? AND normalized = ?",
+        (*(scope.get(key, "") for key in SCOPE_KEYS), normalized),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def nearest_entity(conn: apsw.Connection, scope: dict[str, str], embedding: np.ndarray) -> tuple[int, float] | None:
+    """The closest entity in exactly this scope and its cosine distance."""
+    row = conn.execute(
+        "SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = 1 "
+        "AND user_id = ? AND agent_id = ? AND run_id = ?",
+        (vector_blob(embedding), *(scope.get(key, "") for key in SCOPE_KEYS)),
+    ).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def insert_entity(
+    conn: apsw.Connection, scope: dict[str, str], text: str, normalized: str, entity_type: str, embedding: np.ndarray
+) -> int:
+    """Create an entity and its vector in a scope; return its id."""
+    values = [scope.get(key, "") for key in SCOPE_KEYS]
+    conn.execute(
+        "INSERT INTO entities(user_id, agent_id, run_id, text, normalized, entity_type) VALUES (?, ?, ?, ?, ?, ?)",
+        (*values, text, normalized, entity_type),
+    )
+    entity_id = conn.last_insert_rowid()
+    conn.execute(
+        "INSERT INTO entity_vectors(entity_id, embedding, user_id, agent_id, run_id) VALUES (?, ?, ?, ?, ?)",
+        (entity_id, vector_blob(embedding), *values),
+    )
+    return entity_id
+
+
+def link_entity(conn: apsw.Connection, memory_rowid: int, entity_id: int) -> None:
+    """Link a memory to an entity (idempotent)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO memory_entities(memory_rowid, entity_id) VALUES (?, ?)", (memory_rowid, entity_id)
+    )
+
+
+def unlink_entities(conn: apsw.Connection, memory_rowid: int) -> None:
+    """Drop a memory's entity links and any entity left with none."""
+    conn.execute("DELETE FROM memory_entities WHERE memory_rowid = ?", (memory_rowid,))
+    delete_orphan_entities(conn)
+
+
+def delete_orphan_entities(conn: apsw.Connection) -> None:
+    """Entities with no linked memory would keep boosting nothing: remove them and their vectors."""
+    orphan = "SELECT id FROM entities WHERE NOT EXISTS (SELECT 1 FROM memory_entities l WHERE l.entity_id = entities.id)"
+    conn.execute(f"DELETE FROM entity_vectors WHERE entity_id IN ({orphan})")
+    conn.execute(f"DELETE FROM entities WHERE id IN ({orphan})")
+
+
+# --- memory reads -----------------------------------------------------------------------
+
+
+def get_memory(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) -> MemoryRow | None:
+    """A memory by public id, only if it lies in the caller's scope."""
+    where, params = scope_sql(scope)
+    row = conn.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND {where}", (memory_id, *params)
+    ).fetchone()
+    return _memory_row(row) if row else None
+
+
+def memories_by_rowid(conn: apsw.Connection, rowids: Sequence[int]) -> dict[int, MemoryRow]:
+    """Rows for a set of rowids (already scope-checked by the query that found them)."""
+    if not rowids:
+        return {}
+    marks = ",".join("?" * len(rowids))
+    rows = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE rowid IN ({marks})", tuple(rowids))
+    return {row[0]: _memory_row(row) for row in rows}
+
+
+def list_memories_sql(
+    scope: dict[str, str], filter_sql: str, filter_params: list[Any], today: str | None
+) -> tuple[str, list[Any]]:
+    """Newest first; ``today`` set means expired memories are hidden."""
+    where, params = scope_sql(scope, "m")
+    expiry = " AND (m.expiration_date IS NULL OR m.expiration_date >= ?)" if today else ""
+    sql = (
+        f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))} FROM memories m "
+        f"WHERE {where} AND ({filter_sql}){expiry} ORDER BY m.created_at DESC, m.rowid DESC LIMIT ? OFFSET ?"
+    )
+    return sql, [*params, *filter_params, *([today] if today else [])]
+
+
+def list_memories(
+    conn: apsw.Connection,
+    scope: dict[str, str],
+    filter_sql: str,
+    filter_params: list[Any],
+    today: str | None,
+    limit: int,
+    offset: int,
+) -> list[MemoryRow]:
+    """A page of the scope's memories, newest first."""
+    sql, params = list_memories_sql(scope, filter_sql, filter_params, today)
+    return [_memory_row(row) for row in conn.execute(sql, (*params, limit, offset))]
+
+
+def scope_rowids(conn: apsw.Connection, scope: dict[str, str]) -> list[int]:
+    """Every memory rowid in a scope (for delete_all)."""
+    where, params = scope_sql(scope)
+    return [row[0] for row in conn.execute(f"SELECT rowid FROM memories WHERE {where}", params)]
+
+
+def history(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) -> list[tuple[Any, ...]]:
+    """A memory's events, oldest first, only within the caller's scope (metadata decoded)."""
+    where, params = scope_sql(scope)
+    rows = conn.execute(
+        "SELECT memory_id, event, old_text, new_text, old_metadata, new_metadata, created_at "
+        f"FROM history WHERE memory_id = ? AND {where} ORDER BY id",
+        (memory_id, *params),
+    )
+    return [
+        (*row[:4], *(None if value is None else json.loads(value) for value in row[4:6]), row[6]) for row in rows
+    ]
+
+
+def counts(conn: apsw.Connection) -> dict[str, int]:
+    """Row counts of every table, for ``doctor``."""
+    tables = ("memories", "memory_vectors", "entities", "entity_vectors", "memory_entities", "history")
+    return {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in tables}
+
+
+# --- retrieval signals ------------------------------------------------------------------
+
+
+def knn_memories(
+    conn: apsw.Connection,
+    embedding: np.ndarray,
+    scope: dict[str, str],
+    limit: int,
+    filter_sql: str,
+    filter_params: list[Any],
+) -> list[tuple[int, float]]:
+    """Nearest memories in scope as (rowid, cosine distance), nearest first.
+
+    Without metadata filters vec0 filters the scope during its own scan. With filters,
+    a post-filtered KNN could return fewer than ``limit`` rows, so we scan exactly the
+    filtered rows instead: same result set semantics, a different plan.
+    """
+    blob = vector_blob(embedding)
+    limit = min(limit, KNN_LIMIT)
+    if filter_sql == "1":
+        where, params = scope_sql(scope)
+        return conn.execute(
+            f"SELECT memory_rowid, distance FROM memory_vectors WHERE embedding MATCH ? AND k = ? AND {where}",
+            (blob, limit, *params),
+        ).fetchall()
+    where, params = scope_sql(scope, "m")
+    return conn.execute(
+        "SELECT m.rowid, vec_distance_cosine(v.embedding, ?) AS distance FROM memories m "
+        f"JOIN memory_vectors v ON v.memory_rowid = m.rowid WHERE {where} AND ({filter_sql}) "
+        "ORDER BY distance LIMIT ?",
+        (blob, *params, *filter_params, limit),
+    ).fetchall()
+
+
+def distances_for(conn: apsw.Connection, embedding: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
+    """Exact cosine distances for chosen memories (keyword or entity hits outside the KNN)."""
+    if not rowids:
+        return []
+    marks = ",".join("?" * len(rowids))
+    return conn.execute(
+        f"SELECT memory_rowid, vec_distance_cosine(embedding, ?) FROM memory_vectors WHERE memory_rowid IN ({marks})",
+        (vector_blob(embedding), *rowids),
+    ).fetchall()
+
+
+def fts_match_expression(terms: Sequence[str]) -> str:
+    """An FTS5 query that ORs the terms, each as a quoted string.
+
+    User text is never FTS5 syntax: quoting (with inner quotes doubled) turns
+    ``NEAR(``, ``AND``, ``*``, ``-`` and ``:`` into plain tokens.
+    """
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def bm25_memories(
+    conn: apsw.Connection,
+    terms: Sequence[str],
+    scope: dict[str, str],
+    limit: int,
+    filter_sql: str,
+    filter_params: list[Any],
+) -> list[tuple[int, float]]:
+    """Keyword hits in scope as (rowid, raw BM25 ≥ 0), best first.
+
+    FTS5 ``bm25()`` is negative with lower meaning better, so the raw score is its negation.
+    """
+    if not terms:
+        return []
+    where, params = scope_sql(scope, "m")
+    return conn.execute(
+        "SELECT m.rowid, -bm25(memory_fts) AS score FROM memory_fts JOIN memories m ON m.rowid = memory_fts.rowid "
+        f"WHERE memory_fts MATCH ? AND {where} AND ({filter_sql}) ORDER BY bm25(memory_fts) LIMIT ?",
+        (fts_match_expression(terms), *params, *filter_params, limit),
+    ).fetchall()
+
+
+def knn_entities(
+    conn: apsw.Connection, embedding: np.ndarray, scope: dict[str, str], limit: int
+) -> list[tuple[int, str, float]]:
+    """Nearest stored entities in scope as (entity id, text, cosine distance)."""
+    where, params = scope_sql(scope)
+    hits = conn.execute(
+        f"SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = ? AND {where}",
+        (vector_blob(embedding), min(limit, KNN_LIMIT), *params),
+    ).fetchall()
+    if not hits:
+        return []
+    texts = dict(
+        conn.execute(
+            f"SELECT id, text FROM entities WHERE id IN ({','.join('?' * len(hits))})", [h[0] for h in hits]
+        ).fetchall()
+    )
+    return [(entity_id, texts[entity_id], distance) for entity_id, distance in hits]
+
+
+def entity_links(
+    conn: apsw.Connection, entity_ids: Sequence[int], filter_sql: str, filter_params: list[Any]
+) -> tuple[dict[int, int], list[tuple[int, int]]]:
+    """For matched entities: how many memories each links to, and the (entity, memory) links
+    that pass the metadata filters.
+
+    The count uses every link (Mem0 weights by the entity's whole spread); only the
+    links are filtered, so a filtered-out memory never receives a boost.
+    """
+    if not entity_ids:
+        return {}, []
+    marks = ",".join("?" * len(entity_ids))
+    linked = dict(
+        conn.execute(
+            f"SELECT entity_id, count(*) FROM memory_entities WHERE entity_id IN ({marks}) GROUP BY entity_id",
+            tuple(entity_ids),
+        ).fetchall()
+    )
+    links = conn.execute(
+        f"SELECT l.entity_id, l.memory_rowid FROM memory_entities l JOIN memories m ON m.rowid = l.memory_rowid "
+        f"WHERE l.entity_id IN ({marks}) AND ({filter_sql})",
+        (*entity_ids, *filter_params),
+    ).fetchall()
+    return linked, links

@@ -1,0 +1,416 @@
+"""The engine: every memory operation, over one SQLite file.
+
+The MCP tools and the CLI each make one call here. Every write validates all of its
+input first, runs the models outside the database lock, and then touches every table
+(memory, vector, FTS row, entity links, history) in one transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import db, retrieval, scoring
+from .config import Config
+from .embeddings import Embedder, SentenceTransformerEmbedder
+from .errors import InvalidArgument, NotFound
+from .filters import filters_sql
+from .nlp import NLP, Analysis, Entity
+from .records import AddedMemory, Explanation, HistoryEvent, Memory, SearchHit
+from .validation import (
+    check_expiration,
+    check_id,
+    check_metadata,
+    check_offset,
+    check_query,
+    check_scope,
+    check_text,
+    check_threshold,
+    check_top_k,
+    normalized_hash,
+)
+
+ENTITY_SAME_THRESHOLD = 0.95
+"""A new entity this similar to a stored one in the same scope is the same entity (Mem0)."""
+MESSAGE_ROLES = ("user", "assistant")
+
+
+@dataclass(frozen=True)
+class MemoryInput:
+    """One memory to add in a batch; scope and expiry come from the call."""
+
+    text: str
+    metadata: Mapping[str, Any] | None = None
+    role: str | None = None
+    actor_id: str | None = None
+
+
+def now() -> str:
+    """UTC timestamp with microseconds, so newest-first ordering is stable."""
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+class Engine:
+    """Memories of users, agents and runs in one SQLite file, with hybrid search.
+
+    Thread-safe: one connection guarded by a lock, with model work done outside it.
+    Several processes may open the same file (WAL, busy timeout, immediate transactions).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        embedder: Embedder | None = None,
+        nlp: NLP | None = None,
+    ) -> None:
+        self.config = config
+        self.embedder = embedder or SentenceTransformerEmbedder(
+            config.store.embedding_model, threads=config.store.torch_threads
+        )
+        self.nlp = nlp or NLP(config.store.spacy_pipeline or None)
+        self.path = config.database
+        self._lock = threading.RLock()
+        self._conn = db.connect(self.path)
+        db.ensure_schema(self._conn, self.embedder.name, self.embedder.dimension)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def warm_up(self) -> None:
+        """Load the embedding model and the NLP pipeline now rather than on first use."""
+        self.nlp.load()
+        self.embedder.embed_batch(["warm up"])
+
+    # --- writes ------------------------------------------------------------------------
+
+    def add(
+        self,
+        content: str | Sequence[Mapping[str, Any]],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expiration_date: str | None = None,
+    ) -> list[AddedMemory]:
+        """Remember a text, or each user/assistant message of a conversation (system messages
+        are skipped), as Mem0 does with ``infer=False``."""
+        if isinstance(content, str):
+            items = [MemoryInput(content, metadata)]
+        else:
+            items = self._messages(content, metadata)
+        return self.add_many(items, user_id=user_id, agent_id=agent_id, run_id=run_id, expiration_date=expiration_date)
+
+    def _messages(self, messages: Any, metadata: Mapping[str, Any] | None) -> list[MemoryInput]:
+        if not isinstance(messages, Sequence) or isinstance(messages, (bytes, bytearray)):
+            raise InvalidArgument("content must be a string or a list of {role, content, name?} messages")
+        items = []
+        for index, message in enumerate(messages):
+            if not isinstance(message, Mapping) or "role" not in message or "content" not in message:
+                raise InvalidArgument(f"message {index} must be an object with 'role' and 'content'")
+            role = message["role"]
+            if role == "system":
+                continue
+            if role not in MESSAGE_ROLES:
+                raise InvalidArgument(f"message {index} has role {role!r}; use 'user', 'assistant' or 'system'")
+            name = message.get("name")
+            items.append(
+                MemoryInput(
+                    message["content"], metadata, role=role, actor_id=None if name is None else check_id(name, "name")
+                )
+            )
+        if not items:
+            raise InvalidArgument("no user or assistant message to remember; send at least one")
+        return items
+
+    def add_many(
+        self,
+        items: Sequence[MemoryInput],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        expiration_date: str | None = None,
+    ) -> list[AddedMemory]:
+        """Add several memories to one scope with one model batch and one transaction.
+
+        A text whose normalised form is already stored in the scope (or earlier in the
+        batch) is not stored twice: its result is the existing memory, event DUPLICATE.
+        """
+        scope = check_scope(user_id, agent_id, run_id)
+        expiry = check_expiration(expiration_date)
+        limits = self.config.limits
+        texts = [check_text(item.text, limits.max_text_chars) for item in items]
+        metadatas = [check_metadata(item.metadata, limits.max_metadata_bytes) for item in items]
+        hashes = [normalized_hash(text) for text in texts]
+        first = {h: i for i, h in reversed(list(enumerate(hashes)))}  # a twin inside the batch is a duplicate
+
+        with self._lock:
+            existing = {h: db.find_by_hash(self._conn, scope, h) for h in first}
+        fresh = [i for h, i in first.items() if existing[h] is None]
+        analyses = self.nlp.analyze_batch([texts[i] for i in fresh])
+        embeddings, entity_vectors = self._embed_with_entities([texts[i] for i in fresh], analyses)
+
+        stamp = now()
+        written: dict[str, db.MemoryRow] = {}
+        with self._lock, db.write_transaction(self._conn):
+            for i, analysis, embedding in zip(fresh, analyses, embeddings):
+                if db.find_by_hash(self._conn, scope, hashes[i]):
+                    continue  # another process stored it since we looked
+                memory = db.NewMemory(
+                    id=str(uuid.uuid4()),
+                    text=texts[i],
+                    text_lemmatized=analysis.lemmatized,
+                    hash=hashes[i],
+                    scope=scope,
+                    actor_id=items[i].actor_id,
+                    role=items[i].role,
+                    metadata=metadatas[i],
+                    created_at=stamp,
+                    expiration_date=expiry,
+                    embedding=embedding,
+                )
+                rowid = db.insert_memory(self._conn, memory)
+                self._link_entities(rowid, scope, analysis.entities, entity_vectors)
+                db.add_history(
+                    self._conn, memory, "ADD", old_text=None, new_text=memory.text,
+                    old_metadata=None, new_metadata=memory.metadata, at=stamp,
+                )
+                written[memory.hash] = db.find_by_hash(self._conn, scope, memory.hash)
+            results = []
+            for i, h in enumerate(hashes):
+                added_now = h in written and first[h] == i
+                row = written.get(h) or existing[h] or db.find_by_hash(self._conn, scope, h)
+                results.append(AddedMemory("ADD" if added_now else "DUPLICATE", retrieval.to_memory(row)))
+        return results
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        text: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> Memory:
+        """Change a memory's text (re-embedded, re-lemmatized, entities relinked) and/or replace
+        its metadata."""
+        scope = check_scope(user_id, agent_id, run_id)
+        if text is None and metadata is None:
+            raise InvalidArgument("nothing to update: send text, metadata or both")
+        new_text = None if text is None else check_text(text, self.config.limits.max_text_chars)
+        new_metadata = None if metadata is None else check_metadata(metadata, self.config.limits.max_metadata_bytes)
+        row = self._get_row(memory_id, scope)
+        analysis: Analysis | None = None
+        if new_text is not None and new_text != row.text:
+            (analysis,) = self.nlp.analyze_batch([new_text])
+            (embedding,), entity_vectors = self._embed_with_entities([new_text], [analysis])
+        stamp = now()
+        with self._lock, db.write_transaction(self._conn):
+            row = self._get_row(memory_id, scope)  # it may have changed while the models ran
+            own_scope = {key: getattr(row, key) for key in db.SCOPE_KEYS}
+            final_text = row.text if analysis is None else new_text
+            final_hash = normalized_hash(final_text)
+            twin = db.find_by_hash(self._conn, own_scope, final_hash)
+            if twin is not None and twin.rowid != row.rowid:
+                raise InvalidArgument(f"that text is already stored as memory '{twin.id}'; delete one of them instead")
+            db.update_memory_row(
+                self._conn,
+                row.rowid,
+                text=final_text,
+                text_lemmatized=analysis.lemmatized if analysis else self._lemmatized(row.rowid),
+                text_hash=final_hash,
+                metadata=row.metadata if new_metadata is None else new_metadata,
+                updated_at=stamp,
+            )
+            if analysis is not None:
+                db.put_memory_vector(self._conn, row.rowid, embedding, own_scope)
+                db.unlink_entities(self._conn, row.rowid)
+                self._link_entities(row.rowid, own_scope, analysis.entities, entity_vectors)
+            db.add_history(
+                self._conn, row, "UPDATE", old_text=row.text, new_text=final_text,
+                old_metadata=row.metadata, new_metadata=row.metadata if new_metadata is None else new_metadata,
+                at=stamp,
+            )
+            return retrieval.to_memory(self._get_row(memory_id, scope))
+
+    def delete(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> Memory:
+        """Forget one memory: its vector, keyword row and entity links go with it."""
+        scope = check_scope(user_id, agent_id, run_id)
+        with self._lock, db.write_transaction(self._conn):
+            row = self._get_row(memory_id, scope)
+            self._delete_row(row)
+        return retrieval.to_memory(row)
+
+    def delete_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> int:
+        """Forget every memory in a scope; returns how many."""
+        scope = check_scope(user_id, agent_id, run_id)
+        with self._lock, db.write_transaction(self._conn):
+            rowids = db.scope_rowids(self._conn, scope)
+            for row in db.memories_by_rowid(self._conn, rowids).values():
+                self._delete_row(row)
+        return len(rowids)
+
+    def _delete_row(self, row: db.MemoryRow) -> None:
+        db.delete_memory_row(self._conn, row.rowid)
+        db.add_history(
+            self._conn, row, "DELETE", old_text=row.text, new_text=None,
+            old_metadata=row.metadata, new_metadata=None, at=now(),
+        )
+
+    def _embed_with_entities(
+        self, texts: list[str], analyses: Sequence[Analysis]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Embed texts and their distinct entities in one model batch."""
+        names = list(dict.fromkeys(e.normalized for a in analyses for e in a.entities))
+        vectors = self.embedder.embed_batch([*texts, *names])
+        return vectors[: len(texts)], dict(zip(names, vectors[len(texts) :]))
+
+    def _link_entities(
+        self, rowid: int, scope: dict[str, str], entities: Sequence[Entity], vectors: Mapping[str, np.ndarray]
+    ) -> None:
+        """Link a memory to each entity: the same normalised text, else a near-identical
+        entity (similarity ≥ 0.95), else a new one — all within the memory's own scope."""
+        for entity in entities:
+            entity_id = db.find_entity_exact(self._conn, scope, entity.normalized)
+            if entity_id is None:
+                nearest = db.nearest_entity(self._conn, scope, vectors[entity.normalized])
+                if nearest and scoring.similarity_from_distance(nearest[1]) >= ENTITY_SAME_THRESHOLD:
+                    entity_id = nearest[0]
+                else:
+                    entity_id = db.insert_entity(
+                        self._conn, scope, entity.text, entity.normalized, entity.entity_type,
+                        vectors[entity.normalized],
+                    )
+            db.link_entity(self._conn, rowid, entity_id)
+
+    def _lemmatized(self, rowid: int) -> str:
+        (value,) = self._conn.execute("SELECT text_lemmatized FROM memories WHERE rowid = ?", (rowid,)).fetchone()
+        return value
+
+    # --- reads --------------------------------------------------------------------------
+
+    def _get_row(self, memory_id: Any, scope: dict[str, str]) -> db.MemoryRow:
+        memory_id = check_id(memory_id, "memory_id")
+        with self._lock:
+            row = db.get_memory(self._conn, memory_id, scope)
+        if row is None:
+            where = ", ".join(f"{key}={value!r}" for key, value in scope.items())
+            raise NotFound(f"memory '{memory_id}' not found for {where}; list_memories shows the ids in this scope")
+        return row
+
+    def get(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> Memory:
+        """One memory by id, if it belongs to the caller's scope."""
+        return retrieval.to_memory(self._get_row(memory_id, check_scope(user_id, agent_id, run_id)))
+
+    def list(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        show_expired: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Memory]:
+        """A page of the scope's memories, newest first."""
+        scope = check_scope(user_id, agent_id, run_id)
+        limit = check_top_k(limit, self.config.limits.max_top_k)
+        offset = check_offset(offset)
+        fsql, fparams = filters_sql(filters)
+        today = None if show_expired else retrieval.today()
+        with self._lock:
+            rows = db.list_memories(self._conn, scope, fsql, fparams, today, limit, offset)
+        return [retrieval.to_memory(row) for row in rows]
+
+    def history(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> list[HistoryEvent]:
+        """A memory's ADD / UPDATE / DELETE events, oldest first (kept after deletion)."""
+        scope = check_scope(user_id, agent_id, run_id)
+        memory_id = check_id(memory_id, "memory_id")
+        with self._lock:
+            rows = db.history(self._conn, memory_id, scope)
+        if not rows:
+            raise NotFound(f"no history for memory '{memory_id}' in this scope")
+        return [HistoryEvent(*row) for row in rows]
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        top_k: int | None = None,
+        threshold: float | None = None,
+        filters: Mapping[str, Any] | None = None,
+        show_expired: bool = False,
+        explain: bool = False,
+    ) -> list[SearchHit]:
+        """Memories ranked by the fusion of meaning, keywords and entities; with ``explain``,
+        each hit carries every part of its score."""
+        return self.explain(
+            query, user_id=user_id, agent_id=agent_id, run_id=run_id, top_k=top_k, threshold=threshold,
+            filters=filters, show_expired=show_expired, details=explain,
+        ).hits
+
+    def explain(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        top_k: int | None = None,
+        threshold: float | None = None,
+        filters: Mapping[str, Any] | None = None,
+        show_expired: bool = False,
+        details: bool = True,
+    ) -> Explanation:
+        """The search, with the query analysis, every score part and the dropped candidates."""
+        options = self.config.search
+        scope = check_scope(user_id, agent_id, run_id)
+        query = check_query(query, self.config.limits.max_text_chars)
+        fsql, fparams = filters_sql(filters)
+        request = retrieval.SearchRequest(
+            scope=scope,
+            top_k=check_top_k(options.top_k if top_k is None else top_k, self.config.limits.max_top_k),
+            threshold=check_threshold(options.threshold if threshold is None else threshold),
+            filter_sql=fsql,
+            filter_params=fparams,
+            show_expired=bool(show_expired),
+            options=options,
+        )
+        prepared = retrieval.prepare(query, self.nlp, self.embedder, options)
+        with self._lock:
+            return retrieval.run(self._conn, prepared, request, explain=details)
+
+    def status(self) -> dict[str, Any]:
+        """Versions, models, the database path and row counts (``trimem doctor``)."""
+        with self._lock:
+            info: dict[str, Any] = {"database": str(self.path), **db.versions(self._conn), **db.meta(self._conn)}
+            info["counts"] = db.counts(self._conn)
+        info["spacy_tier"] = self.nlp.tier
+        return info

@@ -1,0 +1,105 @@
+"""What the engine returns: frozen dataclasses that the CLI prints and the MCP tools
+shape with ``dataclasses.asdict``, so both surfaces show the same fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .scoring import ScoreBreakdown
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A stored memory; unset scope ids are ``None``."""
+
+    id: str
+    text: str
+    user_id: str | None
+    agent_id: str | None
+    run_id: str | None
+    actor_id: str | None
+    role: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    expiration_date: str | None
+
+
+@dataclass(frozen=True)
+class AddedMemory:
+    """One result of ``add``: ``ADD`` when stored now, ``DUPLICATE`` when the same normalised
+    text was already stored in this scope (the existing memory is returned)."""
+
+    event: Literal["ADD", "DUPLICATE"]
+    memory: Memory
+
+
+@dataclass(frozen=True)
+class EntityMatch:
+    """The stored entity that gave a memory its (largest) boost."""
+
+    query_entity: str
+    entity: str
+    similarity: float
+    linked_memories: int
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A ranked memory with its fused score in [0, 1]; ``details`` only when explained."""
+
+    memory: Memory
+    score: float
+    details: ScoreBreakdown | None = None
+    entity_match: EntityMatch | None = None
+
+
+@dataclass(frozen=True)
+class QueryAnalysis:
+    """How the query was read: the terms BM25 saw, the sigmoid chosen, the entities found,
+    and which signals took part."""
+
+    lemmatized_terms: list[str]
+    term_count: int
+    bm25_midpoint: float
+    bm25_steepness: float
+    entities: list[str]
+    signals_active: list[str]
+    max_possible_score: float
+    internal_limit: int
+    candidate_pool: str
+    threshold: float
+    filters_applied: bool
+
+
+@dataclass(frozen=True)
+class DroppedCandidate:
+    """A candidate that did not make it, and why (``below_threshold`` or ``expired``)."""
+
+    id: str
+    text: str
+    semantic_score: float
+    reason: Literal["below_threshold", "expired"]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """``explain``'s answer: the ranking with every score part, the query analysis, the drops."""
+
+    hits: list[SearchHit]
+    analysis: QueryAnalysis
+    dropped: list[DroppedCandidate]
+
+
+@dataclass(frozen=True)
+class HistoryEvent:
+    """One change to a memory."""
+
+    memory_id: str
+    event: Literal["ADD", "UPDATE", "DELETE"]
+    old_text: str | None
+    new_text: str | None
+    old_metadata: dict[str, Any] | None
+    new_metadata: dict[str, Any] | None
+    created_at: str

@@ -1,0 +1,199 @@
+"""The search pipeline, in its four steps: prepare → signals → fuse → assemble.
+
+Mirrors Mem0's ``_search_vector_store`` and ``_compute_entity_boosts`` (commit 001c235):
+semantic KNN over-fetch, FTS5 BM25 on the lemmatized query, entity boosts, the
+semantic gate before fusion, the signal-count denominator. ``prepare`` runs the
+models and touches no database, so the engine can run it outside its database lock.
+Nothing here catches and carries on: a signal that does not apply is a branch, and
+the query analysis records which signals ran.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
+import numpy as np
+
+from . import db, scoring
+from .config import SearchConfig
+from .embeddings import Embedder
+from .nlp import NLP
+from .records import DroppedCandidate, EntityMatch, Explanation, Memory, QueryAnalysis, SearchHit
+
+
+@dataclass(frozen=True)
+class PreparedQuery:
+    """The query as the signals need it: lemmatized terms, entities, and embeddings."""
+
+    terms: list[str]
+    entities: list[str]
+    embedding: np.ndarray
+    entity_embeddings: np.ndarray
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One validated search: scope, limits, compiled filters and the signal switches."""
+
+    scope: dict[str, str]
+    top_k: int
+    threshold: float
+    filter_sql: str
+    filter_params: list[Any]
+    show_expired: bool
+    options: SearchConfig
+
+    @property
+    def internal_limit(self) -> int:
+        return scoring.internal_limit(self.top_k, self.options.overfetch_factor, self.options.overfetch_minimum)
+
+
+@dataclass
+class Signals:
+    """Raw signal values keyed by memory rowid, before any gating."""
+
+    distances: dict[int, float]  # nearest first
+    bm25_raw: dict[int, float]
+    boosts: dict[int, float]
+    entity_matches: dict[int, EntityMatch] = field(default_factory=dict)
+
+
+# --- 1. prepare -------------------------------------------------------------------------
+
+
+def prepare(query: str, nlp: NLP, embedder: Embedder, options: SearchConfig) -> PreparedQuery:
+    """Lemmatize, extract entities and embed the query (and its entities) in one batch."""
+    analysis = nlp.analyze(query)
+    entities: list[str] = []
+    if options.use_entities:
+        for entity in analysis.entities:
+            if entity.normalized and entity.normalized not in entities:
+                entities.append(entity.normalized)
+        entities = entities[: scoring.MAX_QUERY_ENTITIES]
+    vectors = embedder.embed_batch([query, *entities])
+    return PreparedQuery(
+        terms=analysis.lemmatized.split(),
+        entities=entities,
+        embedding=vectors[0],
+        entity_embeddings=vectors[1:],
+    )
+
+
+# --- 2. signals -------------------------------------------------------------------------
+
+
+def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest) -> Signals:
+    """Run the three signals over the caller's scope and filters."""
+    limit = request.internal_limit
+    scope, fsql, fparams = request.scope, request.filter_sql, request.filter_params
+    distances = dict(db.knn_memories(conn, prepared.embedding, scope, limit, fsql, fparams))
+    bm25_raw: dict[int, float] = {}
+    if request.options.use_bm25:
+        bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
+    boosts, matches = entity_boosts(conn, prepared, request)
+    if request.options.candidate_pool == "union":
+        # Score keyword and entity hits that fell outside the vector over-fetch exactly,
+        # instead of dropping them; they still face the semantic gate.
+        missing = [rowid for rowid in (*bm25_raw, *boosts) if rowid not in distances]
+        distances.update(db.distances_for(conn, prepared.embedding, list(dict.fromkeys(missing))))
+    return Signals(distances=distances, bm25_raw=bm25_raw, boosts=boosts, entity_matches=matches)
+
+
+def entity_boosts(
+    conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest
+) -> tuple[dict[int, float], dict[int, EntityMatch]]:
+    """Each memory's largest boost from stored entities similar to a query entity."""
+    best: dict[int, float] = {}
+    matches: dict[int, EntityMatch] = {}
+    for query_entity, vector in zip(prepared.entities, prepared.entity_embeddings):
+        hits = db.knn_entities(conn, vector, request.scope, scoring.ENTITY_SEARCH_LIMIT)
+        similar = {
+            entity_id: (text, scoring.similarity_from_distance(distance))
+            for entity_id, text, distance in hits
+            if scoring.similarity_from_distance(distance) >= scoring.ENTITY_MATCH_THRESHOLD
+        }
+        linked, links = db.entity_links(conn, list(similar), request.filter_sql, request.filter_params)
+        for entity_id, rowid in links:
+            text, similarity = similar[entity_id]
+            boost = scoring.entity_boost(similarity, linked[entity_id])
+            if boost > best.get(rowid, 0.0):
+                best[rowid] = boost
+                matches[rowid] = EntityMatch(query_entity, text, similarity, linked[entity_id])
+    return best, matches
+
+
+# --- 3 and 4. fuse and assemble -----------------------------------------------------------
+
+
+def today() -> str:
+    """Today's date in UTC, the clock expiration dates are read against."""
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
+
+
+def is_expired(expiration_date: str | None, on: str) -> bool:
+    """A memory expires after its expiration day."""
+    return expiration_date is not None and expiration_date < on
+
+
+def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, explain: bool) -> Explanation:
+    """Signals, expiry, the gate and fusion, then the ranked memories with their scores."""
+    signals = gather_signals(conn, prepared, request)
+    rows = db.memories_by_rowid(conn, list(signals.distances))
+    on = today()
+    dropped: list[DroppedCandidate] = []
+    semantic: dict[int, float] = {}
+    for rowid, distance in sorted(signals.distances.items(), key=lambda item: item[1]):
+        similarity = scoring.similarity_from_distance(distance)
+        if not request.show_expired and is_expired(rows[rowid].expiration_date, on):
+            dropped.append(DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "expired"))
+        else:
+            semantic[rowid] = similarity
+    params = scoring.bm25_params(len(prepared.terms))
+    fusion = scoring.fuse(semantic, signals.bm25_raw, params, signals.boosts, request.threshold, request.top_k)
+    dropped.extend(
+        DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "below_threshold")
+        for rowid, similarity in fusion.below_threshold
+    )
+    hits = [
+        SearchHit(
+            memory=to_memory(rows[rowid]),
+            score=breakdown.final_score,
+            details=breakdown if explain else None,
+            entity_match=signals.entity_matches.get(rowid) if explain else None,
+        )
+        for rowid, breakdown in fusion.ranked
+    ]
+    analysis = QueryAnalysis(
+        lemmatized_terms=prepared.terms,
+        term_count=len(prepared.terms),
+        bm25_midpoint=params.midpoint,
+        bm25_steepness=params.steepness,
+        entities=prepared.entities,
+        signals_active=["semantic", *(["bm25"] if fusion.has_bm25 else []), *(["entity"] if fusion.has_entity else [])],
+        max_possible_score=scoring.max_possible_score(fusion.has_bm25, fusion.has_entity),
+        internal_limit=request.internal_limit,
+        candidate_pool=request.options.candidate_pool,
+        threshold=request.threshold,
+        filters_applied=request.filter_sql != "1",
+    )
+    return Explanation(hits=hits, analysis=analysis, dropped=dropped if explain else [])
+
+
+def to_memory(row: db.MemoryRow) -> Memory:
+    """The public view of a stored row ('' scope ids become ``None``)."""
+    return Memory(
+        id=row.id,
+        text=row.text,
+        user_id=row.user_id or None,
+        agent_id=row.agent_id or None,
+        run_id=row.run_id or None,
+        actor_id=row.actor_id,
+        role=row.role,
+        metadata=row.metadata,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        expiration_date=row.expiration_date,
+    )

@@ -1,0 +1,183 @@
+"""Three-signal fusion arithmetic: pure functions, numbers in, numbers out.
+
+Mirrors Mem0's ``mem0/utils/scoring.py`` and the boost formula buried in
+``_compute_entity_boosts`` (mem0 commit 001c235), so that every tool, the CLI and
+the benchmark score with one implementation. No I/O, no NLP, no SQL: the
+retrieval module gathers the signals and hands this module plain numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+Key = TypeVar("Key", bound=Hashable)
+
+# Mem0's constants keep their names and values.
+ENTITY_BOOST_WEIGHT = 0.5
+"""Largest contribution of the entity signal, and its share of the denominator."""
+ENTITY_MATCH_THRESHOLD = 0.5
+"""A stored entity must be at least this similar to a query entity to boost anything."""
+ENTITY_SPREAD_PENALTY = 0.001
+"""Quadratic damping by linked-memory count: an entity on every memory says little."""
+MAX_QUERY_ENTITIES = 8
+"""Query entities beyond this many are ignored (each costs one embedding and one lookup)."""
+ENTITY_SEARCH_LIMIT = 500
+"""Stored entities examined per query entity."""
+OVERFETCH_FACTOR = 4
+OVERFETCH_MINIMUM = 60
+
+# (largest term count, midpoint, steepness): longer queries accumulate larger raw
+# BM25 sums, so the sigmoid's midpoint moves right and flattens as they grow.
+BM25_BRACKETS: tuple[tuple[int, float, float], ...] = (
+    (3, 5.0, 0.7),
+    (6, 7.0, 0.6),
+    (9, 9.0, 0.5),
+    (15, 10.0, 0.5),
+)
+BM25_LONG_QUERY = (12.0, 0.5)
+
+
+@dataclass(frozen=True)
+class SigmoidParams:
+    """Midpoint (raw BM25 that maps to 0.5) and steepness of the squashing sigmoid."""
+
+    midpoint: float
+    steepness: float
+
+
+def bm25_params(term_count: int) -> SigmoidParams:
+    """Pick the sigmoid for a query of ``term_count`` lemmatized terms.
+
+    Mem0 counts an empty lemmatized query as one term, so 0 falls in the first bracket.
+    """
+    for largest, midpoint, steepness in BM25_BRACKETS:
+        if term_count <= largest:
+            return SigmoidParams(midpoint, steepness)
+    return SigmoidParams(*BM25_LONG_QUERY)
+
+
+def normalize_bm25(bm25_raw: float, params: SigmoidParams) -> float:
+    """Squash a raw BM25 score (unbounded, ≥ 0) into (0, 1) with a logistic sigmoid.
+
+    Monotone in ``bm25_raw``. The exponent is clamped so huge negative inputs do not
+    overflow ``math.exp``.
+    """
+    exponent = -params.steepness * (bm25_raw - params.midpoint)
+    return 1.0 / (1.0 + math.exp(min(exponent, 700.0)))
+
+
+def internal_limit(top_k: int, factor: int = OVERFETCH_FACTOR, minimum: int = OVERFETCH_MINIMUM) -> int:
+    """How many candidates each signal fetches for a request of ``top_k`` results.
+
+    Over-fetching gives keyword and entity hits room to overtake semantic neighbours.
+    """
+    return max(top_k * factor, minimum)
+
+
+def similarity_from_distance(cosine_distance: float) -> float:
+    """Cosine distance (0 = same direction, 2 = opposite) to a similarity in [0, 1].
+
+    Negative similarities are clamped to 0, as Mem0 does.
+    """
+    return min(max(1.0 - cosine_distance, 0.0), 1.0)
+
+
+def entity_boost(similarity: float, linked_count: int) -> float:
+    """Boost in [0, ENTITY_BOOST_WEIGHT] for a memory linked to a matched entity.
+
+    ``similarity`` is between the query entity and the stored entity;
+    ``linked_count`` is how many memories that stored entity is linked to.
+    """
+    spread = max(linked_count, 1) - 1
+    weight = 1.0 / (1.0 + ENTITY_SPREAD_PENALTY * spread * spread)
+    return similarity * ENTITY_BOOST_WEIGHT * weight
+
+
+def max_possible_score(has_bm25: bool, has_entity: bool) -> float:
+    """The denominator: 1.0 for semantic, +1.0 if BM25 found anything, +0.5 for entities.
+
+    Counting only the signals that fired keeps a semantic-only search on the same
+    0..1 scale as a fully hybrid one.
+    """
+    return 1.0 + (1.0 if has_bm25 else 0.0) + (ENTITY_BOOST_WEIGHT if has_entity else 0.0)
+
+
+def passes_gate(semantic_score: float, threshold: float) -> bool:
+    """The semantic gate, applied before fusion: strong keyword or entity signals cannot rescue
+    a memory whose meaning is unrelated to the query."""
+    return semantic_score >= threshold
+
+
+@dataclass(frozen=True)
+class ScoreBreakdown:
+    """Every part of one fused score, as ``explain_search`` shows it."""
+
+    semantic_score: float
+    bm25_score: float
+    bm25_raw: float
+    entity_boost: float
+    raw_score: float
+    max_possible_score: float
+    final_score: float
+    threshold: float
+
+
+@dataclass(frozen=True)
+class Fusion(Generic[Key]):
+    """Ranked survivors of the gate (best first), the candidates the gate dropped, and
+    which optional signals counted in the denominator."""
+
+    ranked: list[tuple[Key, ScoreBreakdown]]
+    below_threshold: list[tuple[Key, float]]
+    has_bm25: bool
+    has_entity: bool
+
+
+def fuse(
+    semantic: Mapping[Key, float],
+    bm25_raw: Mapping[Key, float],
+    params: SigmoidParams,
+    boosts: Mapping[Key, float],
+    threshold: float,
+    top_k: int,
+) -> Fusion[Key]:
+    """Gate the candidates on their semantic score, then fuse and rank them.
+
+    ``semantic`` maps each candidate to its similarity in [0, 1]; only these keys can be
+    returned. ``bm25_raw`` holds raw BM25 scores of keyword hits (only > 0 counts) and
+    ``boosts`` entity boosts; either may include keys that are not candidates, and as in
+    Mem0 any such score still switches its signal's share of the denominator on.
+    Ties keep the order of ``semantic`` (nearest first), so results are deterministic.
+    """
+    bm25 = {key: normalize_bm25(raw, params) for key, raw in bm25_raw.items() if raw > 0}
+    denominator = max_possible_score(bool(bm25), bool(boosts))
+    ranked: list[tuple[Key, ScoreBreakdown]] = []
+    below: list[tuple[Key, float]] = []
+    for key, semantic_score in semantic.items():
+        if not passes_gate(semantic_score, threshold):
+            below.append((key, semantic_score))
+            continue
+        bm25_score = bm25.get(key, 0.0)
+        boost = boosts.get(key, 0.0)
+        raw = semantic_score + bm25_score + boost
+        ranked.append(
+            (
+                key,
+                ScoreBreakdown(
+                    semantic_score=semantic_score,
+                    bm25_score=bm25_score,
+                    bm25_raw=bm25_raw.get(key, 0.0) if bm25_score else 0.0,
+                    entity_boost=boost,
+                    raw_score=raw,
+                    max_possible_score=denominator,
+                    final_score=min(raw / denominator, 1.0),
+                    threshold=threshold,
+                ),
+            )
+        )
+    ranked.sort(key=lambda item: item[1].final_score, reverse=True)
+    return Fusion(ranked=ranked[:top_k], below_threshold=below, has_bm25=bool(bm25), has_entity=bool(boosts))
+

@@ -1,0 +1,148 @@
+"""Argument checks shared by every engine operation.
+
+Arguments come from language models, scripts and people; each check raises
+``InvalidArgument`` with a message that says what to send instead, and nothing is
+written before every check has passed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import math
+import re
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import InvalidArgument
+
+log = logging.getLogger(__name__)
+
+SCOPE_KEYS = ("user_id", "agent_id", "run_id")
+MAX_ID_CHARS = 256
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def check_utf8(value: str, what: str) -> str:
+    """SQLite stores UTF-8: a lone surrogate cannot be stored, so refuse it up front."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{what} contains an unpaired surrogate character; send valid Unicode text") from None
+    return value
+
+
+def check_id(value: Any, name: str) -> str:
+    """An id is trimmed, non-empty, without inner whitespace (as Mem0 requires)."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{name} must be a string, got {type(value).__name__}")
+    value = check_utf8(value.strip(), name)
+    if not value:
+        raise InvalidArgument(f"{name} must not be empty; omit it instead")
+    if any(ch.isspace() for ch in value) or "\x00" in value:
+        raise InvalidArgument(f"{name}={value!r} contains whitespace; use an id without spaces, e.g. 'ana_lopez'")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidArgument(f"{name} is longer than {MAX_ID_CHARS} characters")
+    return value
+
+
+def check_scope(user_id: Any = None, agent_id: Any = None, run_id: Any = None) -> dict[str, str]:
+    """The named scope ids, checked; at least one is required so that reads never span users."""
+    given = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    scope = {key: check_id(value, key) for key, value in given.items() if value is not None}
+    if not scope:
+        raise InvalidArgument("name a scope: at least one of user_id, agent_id or run_id")
+    return scope
+
+
+def check_text(text: Any, max_chars: int, what: str = "text") -> str:
+    """Memory text: a non-blank string no longer than ``max_chars``."""
+    if not isinstance(text, str):
+        raise InvalidArgument(f"{what} must be a string, got {type(text).__name__}")
+    check_utf8(text, what)
+    if not text.strip():
+        raise InvalidArgument(f"{what} is empty; send the fact to remember as a sentence")
+    if len(text) > max_chars:
+        raise InvalidArgument(
+            f"{what} has {len(text)} characters, more than the limit of {max_chars}; split it into smaller facts"
+        )
+    return text
+
+
+def check_query(query: Any, max_chars: int) -> str:
+    """A search query: like memory text, so the same limits apply."""
+    return check_text(query, max_chars, "query")
+
+
+def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
+    """A JSON object of bounded size; scope keys inside it are ignored, never applied.
+
+    Dropping (rather than honouring) ``user_id`` and friends here stops a caller from
+    writing into another scope through metadata.
+    """
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidArgument(f"metadata must be a JSON object, got {type(metadata).__name__}")
+    cleaned = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not key.strip():
+            raise InvalidArgument(f"metadata keys must be non-empty strings, got {key!r}")
+        if key in SCOPE_KEYS:
+            log.warning("ignoring scope key %r inside metadata; pass it as a scope argument", key)
+            continue
+        cleaned[key] = value
+    try:
+        encoded = json.dumps(cleaned, ensure_ascii=False, allow_nan=False)
+        encoded.encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidArgument(f"metadata must be plain JSON (strings, numbers, booleans, lists, objects): {exc}") from None
+    if len(encoded.encode("utf-8")) > max_bytes:
+        raise InvalidArgument(f"metadata is larger than {max_bytes} bytes of JSON; store less or put it in the text")
+    return cleaned
+
+
+def check_expiration(value: Any) -> str | None:
+    """``YYYY-MM-DD``: the memory is hidden from the day after."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DATE.fullmatch(value.strip()):
+        raise InvalidArgument(f"expiration_date must look like 2026-12-31, got {value!r}")
+    try:
+        return dt.date.fromisoformat(value.strip()).isoformat()
+    except ValueError:
+        raise InvalidArgument(f"expiration_date {value!r} is not a real calendar date") from None
+
+
+def check_top_k(top_k: Any, maximum: int) -> int:
+    """A result count from 1 to ``maximum``."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise InvalidArgument(f"top_k must be an integer, got {top_k!r}")
+    if not 1 <= top_k <= maximum:
+        raise InvalidArgument(f"top_k must be between 1 and {maximum}, got {top_k}")
+    return top_k
+
+
+def check_offset(offset: Any) -> int:
+    """A non-negative page offset."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidArgument(f"offset must be a non-negative integer, got {offset!r}")
+    return offset
+
+
+def check_threshold(threshold: Any) -> float:
+    """The semantic gate, a similarity from 0 to 1."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold):
+        raise InvalidArgument(f"threshold must be a number between 0 and 1, got {threshold!r}")
+    if not 0.0 <= threshold <= 1.0:
+        raise InvalidArgument(f"threshold must be between 0 and 1, got {threshold}; 0.1 is a good default")
+    return float(threshold)
+
+
+def normalized_hash(text: str) -> str:
+    """Hash of the text with case, Unicode form and spacing folded: re-adding a fact finds its twin."""
+    folded = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return hashlib.sha256(folded.encode("utf-8")).hexdigest()
