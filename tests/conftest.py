@@ -1,0 +1,60 @@
+"""Shared fixtures: real SQLite files with sqlite-vec, the real model and spaCy pipeline.
+
+The models load once per test session (they are what users run); each test gets its
+own database file under ``tmp_path`` (WAL needs a real file), and ``TRIMEM_HOME``
+points at a temporary folder so no test touches the user's data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from store import Config, Engine, load_config
+from store.embeddings import SentenceTransformerEmbedder
+from store.nlp import NLP
+
+
+@pytest.fixture(autouse=True)
+def trimem_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Keep every test's data, and anything a child process writes, in a temporary folder."""
+    home = tmp_path / "trimem-home"
+    monkeypatch.setenv("TRIMEM_HOME", str(home))
+    for name in ("TRIMEM_DB_PATH", "TRIMEM_USER_ID"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The real all-MiniLM-L6-v2, loaded once."""
+    model = SentenceTransformerEmbedder()
+    model.load()
+    return model
+
+
+@pytest.fixture(scope="session")
+def nlp() -> NLP:
+    """The real spaCy pipeline (best tier installed), loaded once."""
+    pipeline = NLP()
+    pipeline.load()
+    return pipeline
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memories.db"
+
+
+@pytest.fixture
+def config(db_path: Path) -> Config:
+    return load_config(environ={}).replace("store", db_path=str(db_path))
+
+
+@pytest.fixture
+def engine(config: Config, embedder: SentenceTransformerEmbedder, nlp: NLP) -> Iterator[Engine]:
+    """A fresh engine on its own database file, sharing the session's models."""
+    with Engine(config, embedder=embedder, nlp=nlp) as instance:
+        yield instance
