@@ -1,0 +1,196 @@
+"""Hybrid retrieval on real data: what each signal adds, filters, and hostile queries."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from store import Engine, InvalidArgument, MemoryInput, retrieval
+
+HOSTILE_QUERIES = [
+    '"',
+    '""quoted""',
+    "*",
+    "prefix*",
+    "-",
+    "- negated -term",
+    ":",
+    "text_lemmatized: column filter",
+    "(",
+    "unbalanced (paren",
+    "NEAR(",
+    "NEAR(a b, 2)",
+    "AND",
+    "OR",
+    "NOT",
+    "cats AND dogs OR NOT fish",
+    "state-of-the-art",
+    "^caret {braces} [brackets] +plus",
+    "'; DROP TABLE memories; --",
+    "😀🎉",
+    "我喜欢喝茶",
+    "مرحبا بالعالم",
+    "e\u0301\u0301 combining",
+    "nul\x00byte",
+]
+
+
+@pytest.fixture
+def garden(engine: Engine) -> Engine:
+    engine.add_many(
+        [
+            MemoryInput("Ana grows tomatoes and basil on her balcony", {"topic": "garden", "priority": 3}),
+            MemoryInput("Ana's tomato plants caught blight last August", {"topic": "garden", "priority": 5}),
+            MemoryInput("Ana prefers oat milk in her coffee", {"topic": "food", "priority": 1, "tags": ["diet"]}),
+            MemoryInput("Ana is learning Portuguese for a move to Lisbon", {"topic": "travel", "priority": 4}),
+        ],
+        user_id="ana",
+    )
+    return engine
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES)
+def test_query_syntax_is_never_an_sql_error(garden: Engine, query: str) -> None:
+    hits = garden.search(query, user_id="ana", threshold=0.0)
+    assert all(hit.memory.user_id == "ana" for hit in hits)
+    explained = garden.explain(query, user_id="ana", threshold=0.0)
+    assert all(term.isalnum() for term in explained.analysis.lemmatized_terms)
+
+
+def test_blank_query_is_refused(garden: Engine) -> None:
+    with pytest.raises(InvalidArgument, match="query is empty"):
+        garden.search("  ", user_id="ana")
+
+
+@pytest.mark.parametrize(("top_k", "threshold"), [(0, 0.1), (101, 0.1), (5, -0.1), (5, 1.5), (True, 0.1), (5, "x")])
+def test_out_of_range_arguments_are_refused(garden: Engine, top_k, threshold) -> None:
+    with pytest.raises(InvalidArgument):
+        garden.search("tomatoes", user_id="ana", top_k=top_k, threshold=threshold)
+
+
+def test_explain_shows_every_part_of_every_score(garden: Engine) -> None:
+    explained = garden.explain("tomato blight", user_id="ana", top_k=3)
+    analysis = explained.analysis
+    assert analysis.lemmatized_terms == ["tomato", "blight"] and analysis.term_count == 2
+    assert (analysis.bm25_midpoint, analysis.bm25_steepness) == (5.0, 0.7)
+    assert "bm25" in analysis.signals_active
+    top = explained.hits[0]
+    assert top.memory.text == "Ana's tomato plants caught blight last August"
+    d = top.details
+    assert d.raw_score == pytest.approx(d.semantic_score + d.bm25_score + d.entity_boost)
+    assert d.final_score == pytest.approx(min(d.raw_score / d.max_possible_score, 1.0))
+    assert d.max_possible_score == analysis.max_possible_score
+    assert d.bm25_raw > 0 and 0 < d.bm25_score < 1
+    assert top.score == d.final_score
+
+
+def test_high_threshold_drops_everything_and_says_why(garden: Engine) -> None:
+    explained = garden.explain("tomato blight", user_id="ana", threshold=0.99)
+    assert explained.hits == []
+    assert {d.reason for d in explained.dropped} == {"below_threshold"}
+    assert len(explained.dropped) == 4
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({"topic": "garden"}, {"tomatoes", "blight"}),
+        ({"priority": {"gte": 4}}, {"blight", "Portuguese"}),
+        ({"priority": {"lt": 3}}, {"oat"}),
+        ({"topic": {"in": ["food", "travel"]}}, {"oat", "Portuguese"}),
+        ({"topic": {"nin": ["food", "travel"]}}, {"tomatoes", "blight"}),
+        ({"topic": {"ne": "garden"}}, {"oat", "Portuguese"}),
+        ({"tags": {"contains": "diet"}}, {"oat"}),
+        ({"topic": {"icontains": "GARD"}}, {"tomatoes", "blight"}),
+        ({"tags": "*"}, {"oat"}),
+        ({"OR": [{"topic": "food"}, {"priority": {"eq": 5}}]}, {"oat", "blight"}),
+        ({"AND": [{"topic": "garden"}, {"NOT": [{"priority": 5}]}]}, {"tomatoes"}),
+    ],
+)
+def test_filters_apply_to_search_and_list(garden: Engine, filters, expected) -> None:
+    def keys(texts):
+        return {word for text in texts for word in expected if word in text}
+
+    listed = [m.text for m in garden.list(user_id="ana", filters=filters)]
+    assert keys(listed) == expected and len(listed) == len(expected)
+    found = [h.memory.text for h in garden.search("tomato blight oat milk Lisbon", user_id="ana", filters=filters, threshold=0)]
+    assert keys(found) == expected and len(found) == len(expected)
+
+
+def test_no_signal_can_surface_a_filtered_out_memory(garden: Engine) -> None:
+    explained = garden.explain("tomato blight Lisbon", user_id="ana", filters={"topic": "food"}, threshold=0)
+    assert [h.memory.text for h in explained.hits] == ["Ana prefers oat milk in her coffee"]
+    assert explained.analysis.filters_applied
+
+
+def test_malformed_filters_are_refused(garden: Engine) -> None:
+    with pytest.raises(InvalidArgument):
+        garden.search("tomatoes", user_id="ana", filters={"priority": {"between": [1, 2]}})
+    with pytest.raises(InvalidArgument):
+        garden.list(user_id="ana", filters={"user_id": "bob"})
+
+
+def test_an_entity_in_the_query_lifts_the_memory_linked_to_it(engine: Engine) -> None:
+    engine.add_many(
+        [
+            MemoryInput("Ana had a long call with Priya about the budget"),
+            MemoryInput("Ana had a long call with the bank about the budget"),
+            MemoryInput("Ana had a long call with her landlord about the rent"),
+        ],
+        user_id="ana",
+    )
+    with_entities = engine.explain("What did Priya talk about?", user_id="ana")
+    assert "priya" in with_entities.analysis.entities and "entity" in with_entities.analysis.signals_active
+    top = with_entities.hits[0]
+    assert top.memory.text == "Ana had a long call with Priya about the budget"
+    assert top.entity_match.entity == "Priya" and top.details.entity_boost == pytest.approx(0.5)
+    others = [h.details.entity_boost for h in with_entities.hits[1:]]
+    assert others and max(others) < top.details.entity_boost
+
+
+def test_a_common_entity_boosts_less_than_a_rare_one(engine: Engine) -> None:
+    common = [MemoryInput(f"Meeting {i} with Google about the contract renewal") for i in range(40)]
+    engine.add_many([*common, MemoryInput("Lunch with Netflix about the contract renewal")], user_id="ana")
+    google = engine.explain("What did Google say about the contract?", user_id="ana", top_k=1).hits[0]
+    netflix = engine.explain("What did Netflix say about the contract?", user_id="ana", top_k=1).hits[0]
+    assert google.entity_match.linked_memories == 40 and netflix.entity_match.linked_memories == 1
+    assert google.details.entity_boost == pytest.approx(0.5 / (1 + 0.001 * 39**2), rel=0.02)
+    assert netflix.details.entity_boost == pytest.approx(0.5, rel=0.02)
+
+
+def test_signal_switches_turn_signals_off(garden: Engine) -> None:
+    semantic_only = Engine(
+        garden.config.replace("search", use_bm25=False, use_entities=False), embedder=garden.embedder, nlp=garden.nlp
+    )
+    with semantic_only:
+        explained = semantic_only.explain("Ana tomato blight in Lisbon", user_id="ana")
+    assert explained.analysis.signals_active == ["semantic"]
+    assert explained.analysis.max_possible_score == 1.0
+    assert all(h.details.bm25_score == 0 and h.details.entity_boost == 0 for h in explained.hits)
+    assert all(h.score == h.details.semantic_score for h in explained.hits)
+
+
+def test_union_pool_scores_keyword_hits_outside_the_overfetch(engine: Engine) -> None:
+    """With a one-row over-fetch the vector search sees only its nearest memory; the union
+    pool adds the keyword hit as a candidate, with its exact similarity."""
+    engine.add_many(
+        [
+            MemoryInput("Ana buys groceries every Saturday morning"),
+            MemoryInput("Ana's grocery list has milk, eggs and bread"),
+            MemoryInput("Invoice ZX81 was paid late"),
+        ],
+        user_id="ana",
+    )
+    tight = dataclasses.replace(engine.config.search, overfetch_factor=1, overfetch_minimum=1)
+    prepared = retrieval.prepare("weekly groceries ZX81", engine.nlp, engine.embedder, tight)
+    invoice = engine._conn.execute("SELECT rowid FROM memories WHERE text LIKE 'Invoice%'").fetchone()[0]
+    pools = {}
+    for pool in ("semantic", "union"):
+        request = retrieval.SearchRequest(
+            {"user_id": "ana"}, 1, 0.0, "1", [], False, dataclasses.replace(tight, candidate_pool=pool)
+        )
+        pools[pool] = retrieval.gather_signals(engine._conn, prepared, request)
+    assert invoice in pools["semantic"].bm25_raw and invoice not in pools["semantic"].distances
+    exact = engine.embedder.embed_batch(["Invoice ZX81 was paid late"])[0] @ prepared.embedding
+    assert 1 - pools["union"].distances[invoice] == pytest.approx(float(exact), abs=1e-4)

@@ -1,0 +1,165 @@
+"""The fusion arithmetic on worked examples (Mem0's numbers) and as properties."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from store import scoring
+from store.scoring import SigmoidParams, bm25_params, entity_boost, fuse, max_possible_score, normalize_bm25
+
+
+@pytest.mark.parametrize(
+    ("terms", "midpoint", "steepness"),
+    [
+        (0, 5.0, 0.7),  # Mem0 counts an empty query as one term
+        (1, 5.0, 0.7),
+        (3, 5.0, 0.7),
+        (4, 7.0, 0.6),
+        (6, 7.0, 0.6),
+        (7, 9.0, 0.5),
+        (9, 9.0, 0.5),
+        (10, 10.0, 0.5),
+        (15, 10.0, 0.5),
+        (16, 12.0, 0.5),
+        (400, 12.0, 0.5),
+    ],
+)
+def test_sigmoid_brackets_switch_at_mem0_boundaries(terms: int, midpoint: float, steepness: float) -> None:
+    assert bm25_params(terms) == SigmoidParams(midpoint, steepness)
+
+
+def test_sigmoid_values_match_mem0() -> None:
+    params = SigmoidParams(5.0, 0.7)
+    assert normalize_bm25(5.0, params) == 0.5
+    assert normalize_bm25(10.0, params) == pytest.approx(1 / (1 + math.exp(-3.5)))
+    assert normalize_bm25(0.0, params) == pytest.approx(1 / (1 + math.exp(3.5)))
+    assert normalize_bm25(-1e9, params) == pytest.approx(0.0)  # no overflow
+
+
+@pytest.mark.parametrize(
+    ("has_bm25", "has_entity", "expected"),
+    [(False, False, 1.0), (False, True, 1.5), (True, False, 2.0), (True, True, 2.5)],
+)
+def test_denominator_counts_only_active_signals(has_bm25: bool, has_entity: bool, expected: float) -> None:
+    assert max_possible_score(has_bm25, has_entity) == expected
+
+
+def test_entity_boost_is_damped_by_linked_memory_count() -> None:
+    assert entity_boost(1.0, 1) == 0.5
+    assert entity_boost(0.8, 11) == pytest.approx(0.8 * 0.5 / 1.1)
+    assert entity_boost(1.0, 101) == pytest.approx(0.5 / 11)
+    assert entity_boost(1.0, 0) == 0.5  # an unlinked count is treated as one
+
+
+def test_internal_limit_overfetches() -> None:
+    assert scoring.internal_limit(5) == 60
+    assert scoring.internal_limit(20) == 80
+    assert scoring.internal_limit(20, factor=10, minimum=100) == 200
+
+
+def run_fuse(semantic, bm25=None, boosts=None, threshold=0.1, top_k=10, terms=3):
+    return fuse(semantic, bm25 or {}, bm25_params(terms), boosts or {}, threshold, top_k)
+
+
+def test_semantic_only_score_is_the_similarity() -> None:
+    result = run_fuse({"a": 0.8, "b": 0.3})
+    assert [key for key, _ in result.ranked] == ["a", "b"]
+    assert result.ranked[0][1].final_score == pytest.approx(0.8)
+    assert result.ranked[0][1].max_possible_score == 1.0
+
+
+def test_semantic_and_bm25_divides_by_two() -> None:
+    result = run_fuse({"a": 0.6}, bm25={"a": 5.0})
+    details = result.ranked[0][1]
+    assert details.bm25_score == 0.5 and details.bm25_raw == 5.0
+    assert details.final_score == pytest.approx((0.6 + 0.5) / 2.0)
+
+
+def test_semantic_and_entity_divides_by_one_and_a_half() -> None:
+    result = run_fuse({"a": 0.6, "b": 0.5}, boosts={"b": 0.3})
+    scores = dict(result.ranked)
+    assert scores["a"].final_score == pytest.approx(0.6 / 1.5)
+    assert scores["b"].final_score == pytest.approx(0.8 / 1.5)
+    assert [key for key, _ in result.ranked] == ["b", "a"]
+
+
+def test_all_three_signals_worked_example() -> None:
+    result = run_fuse({"a": 0.8}, bm25={"a": 5.0}, boosts={"a": 0.25})
+    details = result.ranked[0][1]
+    assert details.raw_score == pytest.approx(1.55)
+    assert details.max_possible_score == 2.5
+    assert details.final_score == pytest.approx(0.62)
+
+
+def test_signals_of_non_candidates_still_count_in_the_denominator() -> None:
+    """Mem0 switches a signal's share on if it scored anything, candidate or not."""
+    result = run_fuse({"a": 0.9}, bm25={"elsewhere": 8.0})
+    assert result.ranked[0][1].final_score == pytest.approx(0.45)
+    assert result.has_bm25 and not result.has_entity
+
+
+def test_zero_bm25_does_not_count_as_a_signal() -> None:
+    result = run_fuse({"a": 0.9}, bm25={"a": 0.0})
+    assert result.ranked[0][1].final_score == pytest.approx(0.9)
+
+
+def test_score_is_capped_at_one() -> None:
+    result = run_fuse({"a": 1.0}, bm25={"a": 1e6}, boosts={"a": 0.5})
+    assert result.ranked[0][1].final_score == 1.0
+
+
+def test_gate_drops_a_candidate_whatever_its_other_signals() -> None:
+    result = run_fuse({"weak": 0.09, "ok": 0.2}, bm25={"weak": 1e6}, boosts={"weak": 0.5}, threshold=0.1)
+    assert [key for key, _ in result.ranked] == ["ok"]
+    assert result.below_threshold == [("weak", 0.09)]
+
+
+def test_top_k_cuts_after_ranking() -> None:
+    result = run_fuse({"a": 0.3, "b": 0.2, "c": 0.1}, bm25={"c": 20.0}, top_k=1)
+    assert [key for key, _ in result.ranked] == ["c"]
+
+
+unit = st.floats(min_value=0.0, max_value=1.0)
+raw = st.floats(min_value=-50.0, max_value=1e6)
+
+
+@given(a=raw, b=raw, terms=st.integers(0, 40))
+def test_normalized_bm25_is_in_unit_range_and_monotone(a: float, b: float, terms: int) -> None:
+    params = bm25_params(terms)
+    low, high = sorted((a, b))
+    assert 0.0 <= normalize_bm25(low, params) <= normalize_bm25(high, params) <= 1.0
+
+
+@given(
+    semantic=st.dictionaries(st.integers(0, 30), unit, max_size=20),
+    bm25=st.dictionaries(st.integers(0, 40), raw, max_size=20),
+    boosts=st.dictionaries(st.integers(0, 40), st.floats(0.0, 0.5), max_size=20),
+    threshold=unit,
+    top_k=st.integers(1, 30),
+)
+def test_fused_scores_are_bounded_and_gated(semantic, bm25, boosts, threshold, top_k) -> None:
+    result = fuse(semantic, bm25, bm25_params(3), boosts, threshold, top_k)
+    assert len(result.ranked) <= top_k
+    finals = [details.final_score for _, details in result.ranked]
+    assert finals == sorted(finals, reverse=True)
+    for key, details in result.ranked:
+        assert 0.0 <= details.final_score <= 1.0
+        assert details.semantic_score >= threshold
+        assert key in semantic
+    assert all(score < threshold for _, score in result.below_threshold)
+
+
+def test_scoring_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, store.scoring; "
+        "heavy = [m for m in ('apsw', 'torch', 'spacy', 'sentence_transformers', 'numpy') if m in sys.modules]; "
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
