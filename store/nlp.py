@@ -55,10 +55,15 @@ about a second and a lot of memory) and guarded by a lock so that the
 server's background warm-up and the first request cannot load twice.
 
 Never raises on input: anything that is not a ``str`` is treated as empty,
-control characters are blanked out, and only the first
-:data:`MAX_CHARS` characters are analysed (memories are short; a huge paste
-would otherwise stall the write path for seconds and use lots of memory in
-the parser).
+control characters are blanked out, and input is capped twice:
+
+* only the first :data:`SPACY_MAX_CHARS` characters go through spaCy
+  (tagging, parsing and NER cost roughly 0.1-0.3 ms per token; a huge paste
+  would otherwise stall the write path for many seconds);
+* the rest, up to :data:`MAX_CHARS`, still yields BM25 terms, from a plain
+  rule (lower-cased alphanumeric runs minus stop words, no lemmas) so that
+  words deep in a long memory remain findable; it yields no entities;
+* anything beyond :data:`MAX_CHARS` is ignored.
 """
 
 from __future__ import annotations
@@ -81,6 +86,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_CHARS",
+    "SPACY_MAX_CHARS",
+    "MAX_ENTITIES",
     "BLANK",
     "Entity",
     "Analysis",
@@ -88,9 +95,16 @@ __all__ = [
     "NLP",
 ]
 
-#: Only this many characters of any input are analysed.  Memories are a few
-#: sentences; 100k characters is ~20k tokens, about a second of CPU.
+#: Characters of one input that go through the spaCy pipeline (~4k tokens;
+#: well under a second warm on a laptop core).  Memories are a few sentences.
+SPACY_MAX_CHARS = 20_000
+
+#: Characters of one input that contribute BM25 terms at all.
 MAX_CHARS = 100_000
+
+#: At most this many entities per text (first by appearance); more would
+#: link a pasted document to half the entity table.
+MAX_ENTITIES = 100
 
 #: Special ``pipeline`` value that forces the blank (rule-based) tier.
 BLANK = "blank"
@@ -220,6 +234,8 @@ _GENERIC_CAPS = frozenset(
     guidelines recommendations suggestions overview summary conclusion
     introduction pros cons advantages disadvantages todo update updates
     yes no hello hi thanks please today tomorrow yesterday
+    january february march april may june july august september october
+    november december monday tuesday wednesday thursday friday saturday sunday
     """.split()
 )
 
@@ -249,6 +265,9 @@ _QUOTE_RES = (
 # docs/api.md, example.com.  Abbreviations such as "e.g." and plain decimals
 # such as "3.14" are rejected in _is_identifier.
 _IDENT_RE = re.compile(r"(?<![\w./@-])[\w-]+(?:[./][\w-]+)*\.[\w-]+(?:[./][\w-]+)*(?![\w@])")
+# Codes that mix letters and digits: order numbers, tickets, SKUs ("A1B2", "INC-4521").
+# Starting with a digit and lower case only is a quantity or ordinal ("3rd", "4pm", "1990s").
+_CODE_RE = re.compile(r"(?<![\w./@-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w]+(?:-[\w]+)*(?![\w@])")
 _HAS_LETTER_RE = re.compile(r"[^\W\d_]")
 
 # Scripts written without spaces: emitted as characters + character bigrams.
@@ -284,6 +303,21 @@ def _clean_input(text: object) -> str:
     if any("\ud800" <= ch <= "\udfff" for ch in text):
         text = text.encode("utf-8", "replace").decode("utf-8")
     return _CONTROL_RE.sub(" ", text)
+
+
+def _split_for_spacy(text: str) -> tuple[str, str]:
+    """Cut ``text`` at a whitespace near :data:`SPACY_MAX_CHARS` -> (head, tail)."""
+    if len(text) <= SPACY_MAX_CHARS:
+        return text, ""
+    cut = text.rfind(" ", SPACY_MAX_CHARS - 200, SPACY_MAX_CHARS)
+    if cut <= 0:
+        cut = SPACY_MAX_CHARS
+    return text[:cut], text[cut:]
+
+
+def _plain_terms(text: str, stop_words: frozenset[str]) -> list[str]:
+    """Lemma-free BM25 terms for the part of a long text spaCy does not see."""
+    return [t for t in _alnum_terms(unicodedata.normalize("NFKC", text).lower()) if t not in stop_words]
 
 
 def _alnum_terms(piece: str) -> list[str]:
@@ -396,12 +430,23 @@ def _proper_noun_spans(doc: Doc, has_pos: bool) -> Iterable[tuple[int, str]]:
                 break
         while j > i + 1 and tokens[j - 1].lower_ in _NAME_CONNECTORS:
             j -= 1
-        run = range(i, j)
+        # "Yesterday Alice ...": a sentence-initial common word is not part of the name.
+        start = i
+        while (
+            has_pos
+            and start < j - 1
+            and tokens[start].pos_ != "PROPN"
+            and _is_sentence_start(tokens, start)
+        ):
+            start += 1
+        while start < j - 1 and tokens[start].lower_ in _NAME_CONNECTORS:
+            start += 1
+        run = range(start, j)
         if any(
             _is_cap(tokens[k]) and not tokens[k].is_stop and not _is_sentence_start(tokens, k)
             for k in run
         ):
-            span = doc[i:j]
+            span = doc[start:j]
             yield span.start_char, span.text
         i = j
 
@@ -417,6 +462,16 @@ def _identifiers(text: str) -> Iterable[tuple[int, int, str]]:
         cand = m.group().strip("-")
         if _is_identifier(cand):
             yield m.start(), m.end(), cand
+    for m in _CODE_RE.finditer(text):
+        if _is_code(m.group()):
+            yield m.start(), m.end(), m.group()
+
+
+def _is_code(candidate: str) -> bool:
+    """True for "A1B2", "ZX81", "INC-4521", "covid19"; False for "3rd", "4pm", "1990s", "v2"."""
+    if len(candidate) < 3:
+        return False
+    return candidate[0].isalpha() or any(ch.isupper() for ch in candidate)
 
 
 def _strip_generic_ending(toks: list[Token]) -> list[Token]:
@@ -426,8 +481,9 @@ def _strip_generic_ending(toks: list[Token]) -> list[Token]:
 
 
 def _compound_phrase(toks: Sequence[Token]) -> str:
-    # Nouns lemmatised so singular/plural mentions link together (Mem0 does too).
-    return " ".join(t.lemma_ if t.pos_ == "NOUN" else t.text for t in toks)
+    # Common nouns lemmatised so singular/plural mentions link together (Mem0
+    # does too); capitalised words are names ("Pixel Pro") and stay as written.
+    return " ".join(t.lemma_ if t.pos_ == "NOUN" and not t.text[:1].isupper() else t.text for t in toks)
 
 
 _SPLIT_TOKENS = frozenset({"'s", "\u2019s", "'", '"', "\u2018", "\u2019", "\u201c", "\u201d"})
@@ -551,15 +607,25 @@ def _extract(doc: Doc) -> tuple[Entity, ...]:
         # WORK_OF_ART); the identifier rule is more precise there.
         if not overlaps_identifier(start, len(span_text)):
             cands.append((start, 0, label, span_text))
+    # Spans NER calls a value (DATE "September", TIME, MONEY, ...) are not names.
+    value_ranges = [(e.start_char, e.end_char) for e in doc.ents if e.label_ not in _NER_LABELS]
+
+    def is_value(start: int, length: int) -> bool:
+        end = start + length
+        return any(s <= start and end <= e for s, e in value_ranges)
+
     for start, span_text in _proper_noun_spans(doc, has_pos):
-        if not overlaps_identifier(start, len(span_text)):
+        if not overlaps_identifier(start, len(span_text)) and not is_value(start, len(span_text)):
             cands.append((start, _TYPE_PRIORITY["proper_noun"], "proper_noun", span_text))
     for start, span_text in _quoted(text):
         cands.append((start, _TYPE_PRIORITY["quoted_text"], "quoted_text", span_text))
     if has_pos and has_dep:
-        for start, span_text in _noun_compounds(doc):
-            if not overlaps_identifier(start, len(span_text)):
-                cands.append((start, _TYPE_PRIORITY["noun_compound"], "noun_compound", span_text))
+        try:
+            for start, span_text in _noun_compounds(doc):
+                if not overlaps_identifier(start, len(span_text)):
+                    cands.append((start, _TYPE_PRIORITY["noun_compound"], "noun_compound", span_text))
+        except (NotImplementedError, ValueError):
+            pass  # a configured pipeline whose language has no noun_chunks
 
     # Best type per normalised text; position of its first mention.
     best: dict[str, tuple[int, int, str, str]] = {}
@@ -577,15 +643,22 @@ def _extract(doc: Doc) -> tuple[Entity, ...]:
 
     # Drop entities that are a whole-word part of a longer one ("Paris" when
     # "Paris Agreement" is there), as Mem0 does, so a mention links once.
-    keys = list(best)
+    # Bounded first: the check is quadratic, and a text with hundreds of
+    # entities is a paste, not a memory worth linking everywhere.
+    keys = sorted(best, key=lambda k: best[k][0])[: MAX_ENTITIES * 3]
     patterns = {k: re.compile(rf"(?<!\w){re.escape(k)}(?!\w)") for k in keys}
+    # A topic does not swallow a name or code inside it: "Google contract" keeps "Google",
+    # so a query about the contract still meets memories about Google.
+    swallowers = [k for k in keys if best[k][2] != "noun_compound"]
     kept = [
         k
         for k in keys
-        if not any(o != k and len(o) > len(k) and patterns[k].search(o) for o in keys)
+        if not any(
+            o != k and len(o) > len(k) and patterns[k].search(o)
+            for o in (swallowers if best[k][2] != "noun_compound" else keys)
+        )
     ]
-    kept.sort(key=lambda k: best[k][0])
-    return tuple(Entity(text=best[k][3], normalized=k, entity_type=best[k][2]) for k in kept)
+    return tuple(Entity(text=best[k][3], normalized=k, entity_type=best[k][2]) for k in kept[:MAX_ENTITIES])
 
 
 # --------------------------------------------------------------------------- #
@@ -719,6 +792,18 @@ class NLP:
                 out[i] = res
         return out
 
+    def _single(self, text: str, *, lemmas: bool, entities: bool) -> Analysis:
+        self.load()
+        nlp = self._nlp
+        assert nlp is not None
+        cleaned = _clean_input(text)
+        if not cleaned.strip():
+            return _EMPTY
+        try:
+            return self._analyze_chunk(nlp, [cleaned], lemmas=lemmas, entities=entities)[0]
+        except Exception:  # pragma: no cover - defensive
+            return self._analyze_one_safely(nlp, cleaned)
+
     def _analyze_one_safely(self, nlp: Language, text: str) -> Analysis:
         try:
             return self._analyze_chunk(nlp, [text])[0]
@@ -726,11 +811,13 @@ class NLP:
             # Last resort so a write never fails because of analysis: plain
             # lower-cased alphanumeric terms, no entities.
             logger.exception("NLP analysis failed for a %d-char text; using plain terms", len(text))
-            return Analysis(lemmatized=" ".join(_alnum_terms(text.lower())), entities=())
+            return Analysis(lemmatized=" ".join(_plain_terms(text, self._stop_words)), entities=())
 
     def _analyze_chunk(
-        self, nlp: Language, texts: list[str], *, lemmas: bool = True, entities: bool = True
+        self, nlp: Language, full_texts: list[str], *, lemmas: bool = True, entities: bool = True
     ) -> list[Analysis]:
+        split = [_split_for_spacy(t) for t in full_texts]
+        texts = [head for head, _ in split]
         lowered = [unicodedata.normalize("NFKC", t).lower() for t in texts]
         docs: list[Doc | None] = [None] * len(texts)
         lemma_docs: list[Doc | None] = [None] * len(texts)
@@ -749,8 +836,10 @@ class NLP:
                 # Blank tier: no tagger, so casing cannot change a lemma.
                 lemma_docs = docs
         results = []
-        for doc, ldoc in zip(docs, lemma_docs):
+        for doc, ldoc, (_, tail) in zip(docs, lemma_docs, split):
             terms = _lemma_terms(ldoc, self._stop_words) if lemmas and ldoc is not None else []
+            if lemmas and tail:
+                terms.extend(_plain_terms(tail, self._stop_words))
             ents = _extract(doc) if entities and doc is not None else ()
             results.append(Analysis(lemmatized=" ".join(terms), entities=ents))
         return results
@@ -762,15 +851,3 @@ class NLP:
     def extract_entities(self, text: str) -> tuple[Entity, ...]:
         """Only the entities; skips the lower-cased lemma pass."""
         return self._single(text, lemmas=False, entities=True).entities
-
-    def _single(self, text: str, *, lemmas: bool, entities: bool) -> Analysis:
-        self.load()
-        nlp = self._nlp
-        assert nlp is not None
-        cleaned = _clean_input(text)
-        if not cleaned.strip():
-            return _EMPTY
-        try:
-            return self._analyze_chunk(nlp, [cleaned], lemmas=lemmas, entities=entities)[0]
-        except Exception:
-            return self._analyze_one_safely(nlp, cleaned)

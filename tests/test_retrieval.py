@@ -194,3 +194,40 @@ def test_union_pool_scores_keyword_hits_outside_the_overfetch(engine: Engine) ->
     assert invoice in pools["semantic"].bm25_raw and invoice not in pools["semantic"].distances
     exact = engine.embedder.embed_batch(["Invoice ZX81 was paid late"])[0] @ prepared.embedding
     assert 1 - pools["union"].distances[invoice] == pytest.approx(float(exact), abs=1e-4)
+
+
+ORDER_MEMORIES = [
+    "I asked support what my order number was for the last purchase",
+    "The order number is printed on the receipt next to the date",
+    "Order numbers are emailed within an hour of checkout",
+    "I lost the confirmation email that had my order details",
+    "Package A1B2 with the standing desk arrives on Friday",
+    "My previous order was a set of kitchen knives",
+]
+OTHER_MEMORIES = [
+    "I enjoy hiking in the mountains on weekends", "My sister lives in Lisbon", "I am allergic to peanuts",
+    "My favourite colour is green", "I work as a nurse at the city hospital", "I have two cats named Miso and Tofu",
+    "I am learning to play the cello", "I prefer tea over coffee in the morning", "My birthday is in March",
+    "I drive a ten year old hatchback", "I am training for a half marathon", "I read mostly science fiction",
+    "My kitchen needs a new tap", "I started a vegetable garden this spring", "I go swimming on Tuesdays",
+    "My manager is called Priya", "I am saving for a trip to Japan", "I play chess online most evenings",
+    "I volunteer at the food bank monthly", "My flat has a small balcony", "I dislike loud restaurants",
+    "My laptop battery drains quickly", "I speak Spanish and a little German", "I bake sourdough bread on Sundays",
+]
+
+
+def test_an_exact_code_wins_where_meaning_alone_does_not(engine: Engine) -> None:
+    """The motivating case: 'order number A1B2' should find the A1B2 memory first, though
+    several memories about order numbers are semantically closer."""
+    engine.add_many([MemoryInput(text) for text in ORDER_MEMORIES + OTHER_MEMORIES], user_id="ana")
+    target = "Package A1B2 with the standing desk arrives on Friday"
+    semantic_only = Engine(
+        engine.config.replace("search", use_bm25=False, use_entities=False), embedder=engine.embedder, nlp=engine.nlp
+    )
+    with semantic_only:
+        semantic_ranking = [h.memory.text for h in semantic_only.search("order number A1B2", user_id="ana")]
+    fused = engine.explain("order number A1B2", user_id="ana")
+    assert semantic_ranking[0] != target and target in semantic_ranking[:5]
+    assert fused.hits[0].memory.text == target
+    assert fused.analysis.entities == ["a1b2"]
+    assert fused.hits[0].details.bm25_score > 0 and fused.hits[0].entity_match.entity == "A1B2"
