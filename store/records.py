@@ -75,12 +75,13 @@ class QueryAnalysis:
 
 @dataclass(frozen=True)
 class DroppedCandidate:
-    """A candidate that did not make it, and why (``below_threshold`` or ``expired``)."""
+    """A candidate that did not make it, and why: ``below_threshold`` (the semantic gate),
+    ``expired``, or ``filtered`` (among the nearest memories, but excluded by the filters)."""
 
     id: str
     text: str
     semantic_score: float
-    reason: Literal["below_threshold", "expired"]
+    reason: Literal["below_threshold", "expired", "filtered"]
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,8 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
         DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "below_threshold")
         for rowid, similarity in fusion.below_threshold
     )
+    if explain and request.filter_sql != "1":
+        dropped.extend(filtered_out(conn, prepared, request, signals))
     hits = [
         SearchHit(
             memory=to_memory(rows[rowid]),
@@ -180,6 +182,23 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
         filters_applied=request.filter_sql != "1",
     )
     return Explanation(hits=hits, analysis=analysis, dropped=dropped if explain else [])
+
+
+def filtered_out(
+    conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, signals: Signals
+) -> list[DroppedCandidate]:
+    """For explain only: the nearest memories the metadata filters kept out of every signal.
+
+    Filters run inside each signal's SQL, so excluded memories never become candidates;
+    this extra unfiltered KNN shows the caller what the filters cost them.
+    """
+    unfiltered = db.knn_memories(conn, prepared.embedding, request.scope, request.internal_limit, "1", [])
+    excluded = [(rowid, distance) for rowid, distance in unfiltered if rowid not in signals.distances]
+    rows = db.memories_by_rowid(conn, [rowid for rowid, _ in excluded])
+    return [
+        DroppedCandidate(rows[rowid].id, rows[rowid].text, scoring.similarity_from_distance(distance), "filtered")
+        for rowid, distance in excluded
+    ]
 
 
 def to_memory(row: db.MemoryRow) -> Memory:

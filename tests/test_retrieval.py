@@ -122,6 +122,8 @@ def test_no_signal_can_surface_a_filtered_out_memory(garden: Engine) -> None:
     explained = garden.explain("tomato blight Lisbon", user_id="ana", filters={"topic": "food"}, threshold=0)
     assert [h.memory.text for h in explained.hits] == ["Ana prefers oat milk in her coffee"]
     assert explained.analysis.filters_applied
+    filtered = {d.text for d in explained.dropped if d.reason == "filtered"}
+    assert len(filtered) == 3 and "Ana prefers oat milk in her coffee" not in filtered
 
 
 def test_malformed_filters_are_refused(garden: Engine) -> None:
