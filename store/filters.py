@@ -86,6 +86,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from store import validation
 from store.errors import InvalidArgument
 
 __all__ = ["MAX_DEPTH", "MAX_CONDITIONS", "OPERATORS", "SCOPE_KEYS", "filters_sql"]
@@ -94,7 +95,7 @@ MAX_DEPTH = 8
 MAX_CONDITIONS = 64
 
 OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "contains", "icontains")
-SCOPE_KEYS = frozenset({"user_id", "agent_id", "run_id"})
+SCOPE_KEYS = frozenset(validation.SCOPE_KEYS)
 
 _LOGICAL = {"AND": "AND", "OR": "OR", "NOT": "NOT", "$and": "AND", "$or": "OR", "$not": "NOT"}
 _COLUMN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
