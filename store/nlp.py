@@ -402,7 +402,8 @@ def _proper_noun_spans(doc: Doc, has_pos: bool) -> Iterable[tuple[int, str]]:
     """Runs of capitalised words with at least one capital not at sentence start.
 
     Sentence-initial capitals are ambiguous ("Yesterday ..."), so a run made
-    only of them is skipped; NER still catches sentence-initial names.
+    only of them is skipped unless the tagger calls it a proper noun; NER
+    catches other sentence-initial names.
     """
     tokens = list(doc)
     n = len(tokens)
@@ -442,8 +443,12 @@ def _proper_noun_spans(doc: Doc, has_pos: bool) -> Iterable[tuple[int, str]]:
         while start < j - 1 and tokens[start].lower_ in _NAME_CONNECTORS:
             start += 1
         run = range(start, j)
+        # A sentence-initial capital counts when the tagger calls it a proper noun
+        # ("Ana works as a nurse"), so names that open a memory are still linked.
         if any(
-            _is_cap(tokens[k]) and not tokens[k].is_stop and not _is_sentence_start(tokens, k)
+            _is_cap(tokens[k])
+            and not tokens[k].is_stop
+            and (not _is_sentence_start(tokens, k) or (has_pos and tokens[k].pos_ == "PROPN"))
             for k in run
         ):
             span = doc[start:j]

@@ -295,3 +295,8 @@ def test_quantities_and_ordinals_are_not_codes(nlp: NLP) -> None:
 def test_a_topic_does_not_swallow_the_name_inside_it(nlp: NLP) -> None:
     entities = {e.normalized for e in nlp.extract_entities("Google contract")}
     assert "google" in entities
+
+
+def test_a_name_that_opens_the_sentence_is_an_entity(nlp: NLP) -> None:
+    assert "ana" in {e.normalized for e in nlp.extract_entities("Ana works as a nurse at the hospital")}
+    assert "yesterday" not in {e.normalized for e in nlp.extract_entities("Yesterday we went home")}
