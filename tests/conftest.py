@@ -7,7 +7,7 @@ points at a temporary folder so no test touches the user's data.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -58,3 +58,10 @@ def engine(config: Config, embedder: SentenceTransformerEmbedder, nlp: NLP) -> I
     """A fresh engine on its own database file, sharing the session's models."""
     with Engine(config, embedder=embedder, nlp=nlp) as instance:
         yield instance
+
+
+@pytest.fixture
+def engine_factory(embedder: SentenceTransformerEmbedder, nlp: NLP) -> Callable[[Config], Engine]:
+    """Opens an engine on any configuration with the session's models: what the MCP server's
+    lifespan and the CLI are given in tests, so they skip the model load."""
+    return lambda config: Engine(config, embedder=embedder, nlp=nlp)

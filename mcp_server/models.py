@@ -1,0 +1,155 @@
+"""What the MCP tools return: pydantic models built from the engine's dataclasses.
+
+They give clients an output schema and ``structured_content``. The only changes from
+``store.records`` are for the assistant's context window: each text is cut to
+``max_result_chars`` and flagged ``truncated``, and the list of dropped candidates is
+capped. Score parts and the query analysis are the engine's own dataclasses, unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from store.records import EntityMatch, Explanation, HistoryEvent, Memory, QueryAnalysis, SearchHit
+from store.scoring import ScoreBreakdown
+
+
+def cap(text: str, max_chars: int) -> tuple[str, bool]:
+    """The text cut to ``max_chars`` characters, and whether it was cut."""
+    return (text[:max_chars], True) if len(text) > max_chars else (text, False)
+
+
+class MemoryOut(BaseModel):
+    """A stored memory; scope ids that were not set are null."""
+
+    id: str = Field(description="Pass this to get_memory, update_memory, delete_memory or memory_history.")
+    text: str
+    truncated: bool = Field(description="True when text was cut to the server's limit; get_memory shows as much.")
+    user_id: str | None
+    agent_id: str | None
+    run_id: str | None
+    actor_id: str | None = Field(description="The speaker's name, for memories added from messages.")
+    role: str | None = Field(description="'user' or 'assistant', for memories added from messages.")
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    expiration_date: str | None = Field(description="YYYY-MM-DD; the memory is hidden from searches after this day.")
+
+    @classmethod
+    def of(cls, memory: Memory, max_chars: int, **extra: Any) -> MemoryOut:
+        text, truncated = cap(memory.text, max_chars)
+        return cls(**{**dataclasses.asdict(memory), "text": text, "truncated": truncated, **extra})
+
+
+class AddedOut(BaseModel):
+    event: Literal["ADD", "DUPLICATE"] = Field(
+        description="ADD: stored now. DUPLICATE: the same text was already stored; this is the existing memory."
+    )
+    memory: MemoryOut
+
+
+class AddOutput(BaseModel):
+    """One entry per stored text (one per user/assistant message when messages were sent)."""
+
+    results: list[AddedOut]
+
+
+class ScoredMemory(MemoryOut):
+    score: float = Field(description="Fused relevance in [0, 1]: meaning, keywords and entities combined.")
+
+    @classmethod
+    def of_hit(cls, hit: SearchHit, max_chars: int, **extra: Any) -> ScoredMemory:
+        return cls.of(hit.memory, max_chars, score=hit.score, **extra)
+
+
+class SearchOutput(BaseModel):
+    """The best memories first."""
+
+    results: list[ScoredMemory]
+
+
+class ExplainedMemory(ScoredMemory):
+    score_parts: ScoreBreakdown = Field(
+        description="final_score = min((semantic_score + bm25_score + entity_boost) / max_possible_score, 1)."
+    )
+    entity_match: EntityMatch | None = Field(description="The stored entity behind entity_boost, if any.")
+
+
+class DroppedOut(BaseModel):
+    id: str
+    text: str
+    truncated: bool
+    semantic_score: float
+    reason: Literal["below_threshold", "expired"]
+
+
+class ExplainOutput(BaseModel):
+    """The ranking with every part of every score, how the query was read, and what was dropped."""
+
+    results: list[ExplainedMemory]
+    analysis: QueryAnalysis = Field(
+        description="Lemmatized terms seen by BM25, the sigmoid chosen for their count, the entities extracted, "
+        "the signals that counted in the denominator, and whether metadata filters were applied "
+        "(filtered-out memories never become candidates)."
+    )
+    dropped: list[DroppedOut] = Field(description="Candidates left out and why, at most top_k of them.")
+    dropped_total: int = Field(description="How many candidates were dropped in all.")
+
+    @classmethod
+    def of(cls, explanation: Explanation, max_chars: int, max_dropped: int) -> ExplainOutput:
+        results = [
+            ExplainedMemory.of_hit(hit, max_chars, score_parts=hit.details, entity_match=hit.entity_match)
+            for hit in explanation.hits
+        ]
+        dropped = []
+        for candidate in explanation.dropped[:max_dropped]:
+            text, truncated = cap(candidate.text, max_chars)
+            dropped.append(DroppedOut(**{**dataclasses.asdict(candidate), "text": text, "truncated": truncated}))
+        return cls(
+            results=results, analysis=explanation.analysis, dropped=dropped, dropped_total=len(explanation.dropped)
+        )
+
+
+class MemoryPage(BaseModel):
+    """One page of memories, newest first."""
+
+    memories: list[MemoryOut]
+    next_offset: int | None = Field(description="Pass as offset for the next page; null when this is the last one.")
+
+
+class DeletedOut(BaseModel):
+    deleted: MemoryOut = Field(description="The memory as it was; memory_history still shows its changes.")
+
+
+class DeletedCount(BaseModel):
+    deleted_count: int
+
+
+class HistoryEventOut(BaseModel):
+    memory_id: str
+    event: Literal["ADD", "UPDATE", "DELETE"]
+    old_text: str | None
+    new_text: str | None
+    truncated: bool = Field(description="True when old_text or new_text was cut to the server's limit.")
+    old_metadata: dict[str, Any] | None
+    new_metadata: dict[str, Any] | None
+    created_at: str
+
+
+class HistoryOutput(BaseModel):
+    """A memory's changes, oldest first."""
+
+    events: list[HistoryEventOut]
+
+    @classmethod
+    def of(cls, events: list[HistoryEvent], max_chars: int) -> HistoryOutput:
+        shaped = []
+        for event in events:
+            old, old_cut = cap(event.old_text, max_chars) if event.old_text is not None else (None, False)
+            new, new_cut = cap(event.new_text, max_chars) if event.new_text is not None else (None, False)
+            fields = {**dataclasses.asdict(event), "old_text": old, "new_text": new, "truncated": old_cut or new_cut}
+            shaped.append(HistoryEventOut(**fields))
+        return cls(events=shaped)

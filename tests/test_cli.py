@@ -1,0 +1,145 @@
+"""The ``trimem`` command line: each command runs, then the state is checked through ``Engine``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from mcp_server.cli import cli
+from store import Config, Engine
+
+
+@pytest.fixture
+def run(db_path: Path, engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch) -> Callable:
+    """``run(*args)``: invoke ``trimem --db <tmp> args`` in process, with the session's models."""
+    # The CLI imports Engine when a command opens the database; hand it the shared models.
+    monkeypatch.setattr("store.engine.Engine", engine_factory)
+
+    def invoke(*args: str, ok: bool = True, input: str | None = None) -> Result:
+        result = CliRunner().invoke(cli, ["--db", str(db_path), *args], input=input)
+        if ok:
+            assert result.exit_code == 0, result.output
+        return result
+
+    return invoke
+
+
+def output_json(result: Result) -> Any:
+    return json.loads(result.stdout)
+
+
+def test_add_then_read_through_the_engine(run: Callable, engine: Engine) -> None:
+    [added] = output_json(run("add", "Ana is allergic to peanuts", "--metadata", '{"category": "health"}',
+                              "--expiration-date", "2099-01-01"))
+    assert added["event"] == "ADD"
+    memory = engine.get(added["memory"]["id"], user_id="default")
+    assert (memory.text, memory.metadata, memory.expiration_date) == (
+        "Ana is allergic to peanuts", {"category": "health"}, "2099-01-01"
+    )
+    [again] = output_json(run("add", "Ana is allergic to peanuts"))
+    assert again["event"] == "DUPLICATE"
+
+
+def test_scopes_and_the_default_user(run: Callable, engine: Engine) -> None:
+    run("add", "Bob likes hiking", "--user-id", "bob")
+    run("add", "The default user likes tea")
+    assert [m.text for m in engine.list(user_id="bob")] == ["Bob likes hiking"]
+    assert [m.text for m in engine.list(user_id="default")] == ["The default user likes tea"]
+    hits = output_json(run("search", "hiking", "--user-id", "bob", "--top-k", "3"))
+    assert [hit["memory"]["text"] for hit in hits] == ["Bob likes hiking"]
+    assert "score" in hits[0] and hits[0]["details"] is None
+
+
+def test_search_explain_prints_a_table(run: Callable) -> None:
+    run("add", "Ana works at Globex in Lisbon")
+    run("add", "Bob is a carpenter")
+    table = run("search", "Where does Ana work?", "--explain", "--threshold", "0.3").stdout
+    assert "terms (2): ana work" in table
+    assert "bm25 sigmoid: midpoint 5, steepness 0.7" in table
+    assert "final  semantic  bm25" in table
+    assert "Ana works at Globex in Lisbon" in table
+    assert "below_threshold" in table  # Bob, dropped by the semantic gate
+
+
+def test_list_get_update_history_delete(run: Callable, engine: Engine) -> None:
+    memory_id = output_json(run("add", "Ana lives in Lisbon"))[0]["memory"]["id"]
+    assert [m["id"] for m in output_json(run("list", "--limit", "5"))] == [memory_id]
+    assert output_json(run("get", memory_id))["text"] == "Ana lives in Lisbon"
+    run("update", memory_id, "--text", "Ana lives in Porto", "--metadata", '{"moved": 2025}')
+    assert engine.get(memory_id, user_id="default").metadata == {"moved": 2025}
+    assert output_json(run("delete", memory_id))["text"] == "Ana lives in Porto"
+    assert [e["event"] for e in output_json(run("history", memory_id))] == ["ADD", "UPDATE", "DELETE"]
+    assert engine.list(user_id="default") == []
+
+
+def test_delete_all_needs_a_scope_and_a_confirmation(run: Callable, engine: Engine) -> None:
+    run("add", "Bob likes hiking", "--user-id", "bob")
+    assert "name a scope" in run("delete-all", "--yes", ok=False).output
+    assert run("delete-all", "--user-id", "bob", ok=False, input="n\n").exit_code == 1
+    assert output_json(run("delete-all", "--user-id", "bob", "--yes")) == {"deleted_count": 1}
+    assert engine.list(user_id="bob") == []
+
+
+def test_errors_are_messages_not_tracebacks(run: Callable) -> None:
+    missing = run("get", "no-such-id", ok=False)
+    assert missing.exit_code == 1 and "memory 'no-such-id' not found" in missing.output
+    assert "top_k must be between 1 and 100" in run("search", "x", "--top-k", "0", ok=False).output
+    bad_json = run("add", "x", "--metadata", "{oops", ok=False)
+    assert bad_json.exit_code == 2 and "not valid JSON" in bad_json.output
+    assert "unknown operator" in run("list", "--filters", '{"a": {"near": 1}}', ok=False).output
+
+
+def test_config_file_and_flags(tmp_path: Path, run: Callable, engine: Engine) -> None:
+    config_file = tmp_path / "trimem.toml"
+    config_file.write_text('[server]\nuser_id = "ana"\n')
+    run("--config", str(config_file), "add", "Ana prefers tea")
+    assert [m.text for m in engine.list(user_id="ana")] == ["Ana prefers tea"]
+    config_file.write_text('[server]\nuser = "typo"\n')
+    assert "unknown key 'user'" in run("--config", str(config_file), "list", ok=False).output
+
+
+def test_doctor_reports_versions_and_counts(run: Callable, db_path: Path) -> None:
+    run("add", "Ana lives in Lisbon")
+    status = output_json(run("doctor"))
+    assert status["binding"] == "apsw" and status["database"] == str(db_path)
+    assert {"sqlite", "sqlite_vec", "spacy_tier", "embedding_model"} <= set(status)
+    assert status["counts"]["memories"] == 1
+
+
+def test_doctor_check_and_repair_call_the_engine(run: Callable, monkeypatch: pytest.MonkeyPatch) -> None:
+    from store.maintenance import RepairReport, Violation
+
+    calls: list[bool] = []
+
+    def check(self: Engine, deep: bool = False) -> list[Violation]:
+        calls.append(deep)
+        return [Violation("fts", "memory 7 has no keyword row")] if len(calls) == 1 else []
+
+    monkeypatch.setattr(Engine, "check", check)
+    checked = run("doctor", "--check", ok=False)
+    assert checked.exit_code == 1 and "fts: memory 7 has no keyword row" in checked.output
+    assert "no problems" in run("doctor", "--check", "--deep").stdout
+    assert calls == [False, True]
+    monkeypatch.setattr(Engine, "repair", lambda self: RepairReport(1, True, 2, 0))
+    assert output_json(run("doctor", "--repair"))["vectors_rebuilt"] == 1
+
+
+def test_backup_calls_the_engine(run: Callable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copies: list[Path] = []
+    monkeypatch.setattr(Engine, "backup", lambda self, destination: copies.append(destination))
+    run("backup", str(tmp_path / "copy.db"))
+    assert copies == [tmp_path / "copy.db"]
+
+
+def test_check_and_backup_on_a_real_database(run: Callable, tmp_path: Path, config: Config,
+                                             engine_factory: Callable[[Config], Engine]) -> None:
+    run("add", "Ana lives in Lisbon")
+    assert "no problems" in run("doctor", "--check").stdout
+    run("backup", str(tmp_path / "copy.db"))
+    with engine_factory(config.replace("store", db_path=str(tmp_path / "copy.db"))) as copy:
+        assert [m.text for m in copy.list(user_id="default")] == ["Ana lives in Lisbon"]

@@ -1,0 +1,61 @@
+"""``trimem serve --transport http``: streamable HTTP on loopback, for clients that speak it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from test_mcp import TOOLS  # pytest puts tests/ on sys.path (prepend import mode)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, seconds: float = 60) -> None:
+    """Until the server accepts connections (it binds after importing the SDK)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def http_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    port = free_port()
+    monkeypatch.setenv("TRIMEM_DB_PATH", str(tmp_path / "http.db"))
+    with (tmp_path / "server.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", "--port", str(port)], stderr=log
+        )
+        try:
+            wait_for_port(port)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def test_streamable_http_serves_the_tools(http_server: str) -> None:
+    async def scenario() -> None:
+        async with Client(http_server) as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == set(TOOLS)
+            result = await client.call_tool("get_memory", {"memory_id": "no-such-id"})
+            assert result.is_error and "not found" in result.content[0].text
+
+    anyio.run(scenario)

@@ -1,0 +1,112 @@
+"""End to end over real stdio: ``trimem serve`` as a subprocess, driven by the ``mcp`` client.
+
+This is what Claude Desktop does: spawn the console script, send ``initialize`` and
+call tools. The server loads its own models here, so one process serves the whole
+scenario.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from test_mcp import TOOLS, call, fail  # pytest puts tests/ on sys.path (prepend import mode)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def server_command() -> list[str]:
+    """The installed ``trimem`` script beside this Python, else ``python -m mcp_server``."""
+    script = Path(sys.executable).with_name("trimem")
+    return [str(script), "serve"] if script.exists() else [sys.executable, "-m", "mcp_server", "serve"]
+
+
+def server_parameters(home: Path, **env: str) -> StdioServerParameters:
+    command, *args = server_command()
+    return StdioServerParameters(
+        command=command,
+        args=args,
+        env={"TRIMEM_HOME": str(home), "TRIMEM_DB_PATH": str(home / "stdio.db"), **env},
+    )
+
+
+@pytest.fixture
+async def stdio_client_session(tmp_path: Path) -> AsyncIterator[Client]:
+    """A client connected to a fresh ``trimem serve`` through the legacy ``initialize`` handshake."""
+    with (tmp_path / "server.log").open("w") as errlog:
+        async with Client(stdio_client(server_parameters(tmp_path), errlog=errlog), mode="legacy") as client:
+            yield client
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log, log
+
+
+async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
+    client = stdio_client_session
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) == set(TOOLS)
+    assert tools["delete_memory"].annotations.destructive_hint is True
+    assert tools["search_memory"].annotations.read_only_hint is True
+    assert tools["search_memory"].input_schema["properties"]["top_k"]["maximum"] == 100
+
+    ana = (await call(client, "add_memory", text="Ana moved to Lisbon in 2023"))["results"][0]["memory"]
+    await call(client, "add_memory", text="Ana's sister Marta lives in Madrid", metadata={"topic": "family"})
+    bob = (await call(client, "add_memory", text="Bob moved to Berlin last spring", user_id="bob"))["results"][0]
+
+    hits = (await call(client, "search_memory", query="Where does Ana live?"))["results"]
+    assert hits and hits[0]["id"] == ana["id"]
+    assert all(hit["user_id"] == "default" for hit in hits)
+    bob_hits = (await call(client, "search_memory", query="Where does Ana live?", user_id="bob"))["results"]
+    assert [hit["id"] for hit in bob_hits] == [bob["memory"]["id"]]
+
+    explained = await call(client, "explain_search", query="Marta in Madrid", top_k=1)
+    assert explained["results"][0]["text"] == "Ana's sister Marta lives in Madrid"
+    assert "madrid" in explained["analysis"]["entities"]
+    assert explained["results"][0]["entity_match"] is not None
+    assert explained["dropped_total"] >= len(explained["dropped"])
+
+    await call(client, "update_memory", memory_id=ana["id"], text="Ana moved to Porto in 2025")
+    await call(client, "delete_memory", memory_id=ana["id"])
+    events = (await call(client, "memory_history", memory_id=ana["id"]))["events"]
+    assert [(e["event"], e["new_text"]) for e in events] == [
+        ("ADD", "Ana moved to Lisbon in 2023"), ("UPDATE", "Ana moved to Porto in 2025"), ("DELETE", None)
+    ]
+
+    for tool, arguments, message in [
+        ("add_memory", {"text": ""}, "at least 1 character"),
+        ("search_memory", {"query": "x", "top_k": 0}, "greater than or equal to 1"),
+        ("search_memory", {"query": "x", "threshold": 1.5}, "less than or equal to 1"),
+        ("get_memory", {"memory_id": ana["id"]}, "not found"),
+        ("search_memory", {"query": "x", "filters": {"OR": []}}, "filters"),
+        ("add_memory", {"text": "x", "expiration_date": "2026-99-99"}, "not a real calendar date"),
+    ]:
+        assert message in await fail(client, tool, **arguments)
+    remaining = (await call(client, "list_memories"))["memories"]
+    assert [m["text"] for m in remaining] == ["Ana's sister Marta lives in Madrid"]
+
+
+def test_python_m_mcp_server_help() -> None:
+    """``python -m mcp_server`` is the same command line, without loading any model."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mcp_server", "serve", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and "--transport" in result.stdout
+
+
+def test_importing_the_server_loads_no_model() -> None:
+    code = (
+        "import sys, mcp_server.server, mcp_server.cli; "
+        "print(sorted(m for m in ('torch', 'spacy', 'sentence_transformers') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "[]", result.stderr
