@@ -269,7 +269,8 @@ def build_server(config: Config, open_engine: Callable[[Config], Engine] = Engin
         entity_boost (up to 0.5, from a matched entity), raw_score, and the
         max_possible_score it is divided by (1, +1 if any keyword matched, +0.5 if any
         entity did). The analysis shows the lemmatized terms and entities of the query;
-        dropped lists candidates below the semantic threshold or expired.
+        dropped lists candidates below the semantic threshold, expired, or kept out by
+        the filters.
         """
         explanation = engine_of(ctx).explain(
             query, **default_scope(config, user_id, agent_id, run_id),
