@@ -1,0 +1,13 @@
+"""``python -m bench quality|speed [options]``: the same as running the script."""
+
+import sys
+
+from bench import quality, speed
+
+COMMANDS = {"quality": quality.main, "speed": speed.main}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        print("usage: python -m bench {quality,speed} [options]  (--help for each)", file=sys.stderr)
+        raise SystemExit(2)
+    raise SystemExit(COMMANDS[sys.argv[1]](sys.argv[2:]))

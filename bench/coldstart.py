@@ -1,0 +1,157 @@
+"""Cold start over stdio: spawn → ``initialize`` answered, spawn → first tool call answered,
+and the server process's peak resident memory, beside a minimal MCP server as the floor.
+
+Uses the MCP SDK's own stdio client (``stdio_client`` + ``ClientSession``), so the
+numbers are what an MCP client sees. Peak RSS is ``VmHWM`` from ``/proc/<pid>/status``
+(Linux), read just before the client closes the server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from bench import report
+
+QUERY = "What did Caroline research?"
+
+
+@dataclass(frozen=True)
+class Start:
+    """One spawn: seconds to the initialize answer and to the first tool answer; peak RSS in MB."""
+
+    initialize: float
+    first_call: float
+    peak_rss_mb: float | None
+    ok: bool
+
+
+def _children() -> set[int]:
+    """Pids of this process's live children (Linux /proc)."""
+    me, found = os.getpid(), set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            # the command name may hold spaces and parentheses: fields follow the last ')'
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                found.add(int(entry.name))
+    return found
+
+
+def _peak_rss_mb(pids: set[int]) -> float | None:
+    """The largest VmHWM among the given processes, in MB."""
+    peaks = []
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peaks.append(int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    return max(peaks) if peaks else None
+
+
+async def _spawn(command: str, args: list[str], env: dict[str, str], tool: str, arguments: dict) -> Start:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=command, args=args, env=env)
+    before = _children()
+    with open(os.devnull, "w") as errlog:
+        started = time.perf_counter()
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                initialized = time.perf_counter() - started
+                result = await session.call_tool(tool, arguments)
+                answered = time.perf_counter() - started
+                peak = _peak_rss_mb(_children() - before)
+    return Start(initialized, answered, peak, not result.is_error)
+
+
+def spawn(command: str, args: list[str], env: dict[str, str], tool: str, arguments: dict) -> Start:
+    """Start a server, initialize, call one tool, read its peak RSS, close it."""
+    return anyio.run(_spawn, command, args, env, tool, arguments)
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """Each server's runs."""
+
+    runs: dict[str, list[Start]]
+    repeats: int
+
+
+def trimem_command() -> tuple[str, list[str]]:
+    """The ``trimem`` console script beside this Python, else ``python -m mcp_server``."""
+    script = Path(sys.executable).with_name("trimem")
+    if script.exists():
+        return str(script), ["serve"]
+    found = shutil.which("trimem")
+    return (found, ["serve"]) if found else (sys.executable, ["-m", "mcp_server", "serve"])
+
+
+def measure(repeats: int = 3, db_path: Path | None = None, user_id: str = "default") -> ColdStart:
+    """Alternate minimal and trimem spawns ``repeats`` times each (a warm OS file cache for both).
+
+    ``db_path`` is the database ``trimem serve`` opens (a fresh empty one if None).
+    """
+    runs: dict[str, list[Start]] = {"minimal MCPServer, one tool (floor)": [], "trimem serve": []}
+    with tempfile.TemporaryDirectory() as home:
+        env = {"TRIMEM_HOME": home, "TRIMEM_DB_PATH": str(db_path or Path(home) / "memories.db")}
+        command, args = trimem_command()
+        minimal = [str(Path(__file__).with_name("minimal_server.py"))]
+        spawn(sys.executable, minimal, {}, "echo", {"text": "hi"})  # warm the file cache for both
+        spawn(command, args, env, "search_memory", {"query": QUERY, "user_id": user_id})
+        for _ in range(repeats):
+            runs["minimal MCPServer, one tool (floor)"].append(
+                spawn(sys.executable, minimal, {}, "echo", {"text": "hi"})
+            )
+            runs["trimem serve"].append(
+                spawn(command, args, env, "search_memory", {"query": QUERY, "user_id": user_id})
+            )
+    return ColdStart(runs, repeats)
+
+
+def table(cold: ColdStart) -> str:
+    rows = []
+    for name, starts in cold.runs.items():
+        peaks = [s.peak_rss_mb for s in starts if s.peak_rss_mb is not None]
+        rows.append(
+            [
+                name,
+                f"{1000 * statistics.median(s.initialize for s in starts):.0f}",
+                f"{1000 * statistics.median(s.first_call for s in starts):.0f}",
+                f"{max(peaks):.0f}" if peaks else "n/a",
+                "yes" if all(s.ok for s in starts) else "NO",
+            ]
+        )
+    headers = ["server", "spawn → initialize, ms", "spawn → first tool answer, ms", "peak RSS, MB", "tool ok"]
+    return report.table(headers, rows)
+
+
+def markdown(cold: ColdStart) -> str:
+    return f"""### Cold start (stdio)
+
+Median of {cold.repeats} spawns each, alternating, after one untimed spawn of each (warm OS file cache),
+through the SDK's `stdio_client` + `ClientSession`. trimem's first tool answer is `search_memory`
+(the models load in the background from start-up; the first search waits for them); the floor's is
+its `echo` tool. Peak RSS is the server process's `VmHWM`.
+
+{table(cold)}
+"""
+
+
+if __name__ == "__main__":
+    print(markdown(measure()))

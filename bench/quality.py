@@ -1,0 +1,454 @@
+"""Retrieval quality on LoCoMo: recall@5/10/20, nDCG@10 and MRR for a signal ablation.
+
+    python bench/quality.py [--data FILE] [--samples conv-26,conv-30] [--no-doc]
+
+One database, ingested once through ``Engine.add_many`` (one scope per conversation,
+one memory per turn). Then one ``Engine`` per variant is opened on that same file,
+each with its own ``[search]`` configuration and all sharing one embedding model and
+one spaCy pipeline, and every question goes through that engine's ``search`` with
+``top_k=20``. The variants differ only in engine configuration: no pipeline is forked
+here. For the reference variant, questions whose evidence is missing from the top 10
+are written to ``bench/results/quality-failures.jsonl`` with, for each evidence turn,
+its rank under every variant and its three signal values computed exhaustively over
+the scope (by the engine's own ``retrieval`` functions), so failures can be studied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import locomo, metrics, report  # noqa: E402
+from store import Config, Engine, load_config, retrieval, scoring  # noqa: E402
+from store.embeddings import Embedder, SentenceTransformerEmbedder  # noqa: E402
+from store.engine import MemoryInput  # noqa: E402
+from store.nlp import NLP  # noqa: E402
+from store.validation import check_scope  # noqa: E402
+
+TOP_K = 20
+"""Results asked of every search: the largest k of any metric."""
+FAILURE_K = 10
+"""A question is a failure case when some evidence turn is missing from this many results."""
+REFERENCE = "all three (reference)"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of the ablation: a name and the ``[search]`` keys it changes."""
+
+    name: str
+    search: dict[str, Any]
+    note: str = ""
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("semantic only", {"use_bm25": False, "use_entities": False}),
+    Variant("semantic + BM25", {"use_entities": False}, "Mem0's fusion without entities"),
+    Variant("semantic + entities", {"use_bm25": False}),
+    Variant(REFERENCE, {}, "Mem0's behaviour: configs/default.toml"),
+    Variant("union pool", {"candidate_pool": "union"}, "keyword/entity hits outside the over-fetch scored exactly"),
+    Variant("union pool, threshold 0", {"candidate_pool": "union", "threshold": 0.0}),
+    Variant("semantic + BM25, union pool", {"use_entities": False, "candidate_pool": "union"}),
+    Variant("over-fetch 40", {"overfetch_factor": 1, "overfetch_minimum": 40}),
+    Variant("over-fetch 60", {"overfetch_factor": 3, "overfetch_minimum": 60}, "the pool of a top_k=10 search"),
+    Variant("over-fetch 160", {"overfetch_factor": 8}),
+    Variant("over-fetch whole scope", {"overfetch_factor": 1, "overfetch_minimum": 4096}),
+    Variant("threshold 0", {"threshold": 0.0}),
+    Variant("threshold 0.2", {"threshold": 0.2}),
+    Variant("threshold 0.3", {"threshold": 0.3}),
+)
+
+
+@dataclass
+class VariantResult:
+    """Per-question metrics of one variant, and what its searches cost."""
+
+    variant: Variant
+    internal_limit: int
+    scores: list[dict[str, float]] = field(default_factory=list)
+    categories: list[int] = field(default_factory=list)
+    ranked: list[list[str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def overall(self) -> dict[str, float]:
+        return metrics.mean(self.scores)
+
+    def by_category(self, category: int) -> dict[str, float]:
+        return metrics.mean(s for s, c in zip(self.scores, self.categories) if c == category)
+
+
+@dataclass
+class QualityRun:
+    """Everything one run measured."""
+
+    results: list[VariantResult]
+    questions: list[tuple[locomo.Sample, locomo.Question]]
+    memories: int
+    ingest_seconds: float
+    failures: list[dict[str, Any]]
+
+    def category_counts(self) -> Counter:
+        return Counter(question.category for _, question in self.questions)
+
+
+# --- ingest -----------------------------------------------------------------------------
+
+
+def ingest(engine: Engine, samples: Sequence[locomo.Sample]) -> dict[str, dict[str, str]]:
+    """Add every turn through the batch path; map each sample's dia_ids to memory ids.
+
+    A turn whose normalised text is already stored in its conversation comes back as
+    DUPLICATE with the existing memory: its dia_id maps to that memory. Re-ingesting an
+    existing database is therefore idempotent and cheap.
+    """
+    mapping: dict[str, dict[str, str]] = {}
+    for sample in samples:
+        items = [
+            MemoryInput(turn.text, metadata={"dia_id": turn.dia_id, "session_date": turn.session_date})
+            for turn in sample.turns
+        ]
+        added = engine.add_many(items, user_id=sample.sample_id)
+        mapping[sample.sample_id] = {turn.dia_id: result.memory.id for turn, result in zip(sample.turns, added)}
+    return mapping
+
+
+# --- searching -----------------------------------------------------------------------------
+
+
+def open_variant(base: Config, variant: Variant, embedder: Embedder, nlp: NLP) -> Engine:
+    """An engine on the benchmark database with this variant's search configuration."""
+    return Engine(base.replace("search", **variant.search), embedder=embedder, nlp=nlp)
+
+
+def evaluate(
+    base: Config,
+    variants: Sequence[Variant],
+    questions: Sequence[tuple[locomo.Sample, locomo.Question]],
+    mapping: dict[str, dict[str, str]],
+    embedder: Embedder,
+    nlp: NLP,
+    progress: bool = False,
+) -> list[VariantResult]:
+    """Ask every question of every variant; ids in the ranking are memory ids."""
+    results = []
+    for variant in variants:
+        with open_variant(base, variant, embedder, nlp) as engine:
+            options = engine.config.search
+            result = VariantResult(variant, scoring.internal_limit(TOP_K, options.overfetch_factor, options.overfetch_minimum))
+            started = time.perf_counter()
+            for sample, question in questions:
+                hits = engine.search(question.text, user_id=sample.sample_id, top_k=TOP_K)
+                ranked = [hit.memory.id for hit in hits]
+                relevant = {mapping[sample.sample_id][dia_id] for dia_id in question.evidence}
+                result.scores.append(metrics.score(ranked, relevant))
+                result.categories.append(question.category)
+                result.ranked.append(ranked)
+            result.seconds = time.perf_counter() - started
+        if progress:
+            overall = result.overall()
+            print(
+                f"  {variant.name:<32} recall@10 {overall['recall@10']:.3f}  "
+                f"({result.seconds:.0f} s, {1000 * result.seconds / max(len(questions), 1):.0f} ms/search)",
+                file=sys.stderr,
+                flush=True,
+            )
+        results.append(result)
+    return results
+
+
+# --- failure cases ---------------------------------------------------------------------------
+
+
+def diagnose(
+    base: Config,
+    results: Sequence[VariantResult],
+    questions: Sequence[tuple[locomo.Sample, locomo.Question]],
+    mapping: dict[str, dict[str, str]],
+    embedder: Embedder,
+    nlp: NLP,
+) -> list[dict[str, Any]]:
+    """Every question whose evidence the reference misses in its top 10, worst first.
+
+    For each evidence turn: its rank under every variant, and its semantic similarity,
+    raw and squashed BM25 and entity boost computed over the whole scope (the reference
+    pool cut removed), with the reason the reference missed it.
+    """
+    by_name = {result.variant.name: result for result in results}
+    reference = by_name[REFERENCE]
+    limit = reference.internal_limit
+    cases = []
+    with Engine(base, embedder=embedder, nlp=nlp) as engine:
+        options = engine.config.search
+        exhaustive = base.replace("search", overfetch_factor=1, overfetch_minimum=4096).search
+        for index, (sample, question) in enumerate(questions):
+            if reference.scores[index][f"recall@{FAILURE_K}"] >= 1.0:
+                continue
+            ids = mapping[sample.sample_id]
+            text_of = {turn.dia_id: turn.text for turn in sample.turns}
+            dia_of = {memory_id: dia_id for dia_id, memory_id in reversed(list(ids.items()))}
+            explanation = engine.explain(question.text, user_id=sample.sample_id, top_k=TOP_K)
+            request = retrieval.SearchRequest(
+                scope=check_scope(sample.sample_id, None, None), top_k=TOP_K, threshold=options.threshold,
+                filter_sql="1", filter_params=[], show_expired=False, options=exhaustive,
+            )
+            prepared = retrieval.prepare(question.text, nlp, embedder, options)
+            with engine._lock:  # the engine's own connection; read-only use of its signal functions
+                signals = retrieval.gather_signals(engine._conn, prepared, request)
+                rowid_of = {
+                    memory_id: row.rowid
+                    for memory_id in set(ids.values())
+                    if (row := _row(engine, memory_id, sample.sample_id)) is not None
+                }
+            semantic_order = sorted(signals.distances, key=signals.distances.get)
+            bm25_order = sorted(signals.bm25_raw, key=signals.bm25_raw.get, reverse=True)
+            params = scoring.bm25_params(len(prepared.terms))
+            turns = []
+            for dia_id in question.evidence:
+                memory_id = ids[dia_id]
+                rowid = rowid_of[memory_id]
+                similarity = scoring.similarity_from_distance(signals.distances.get(rowid, 2.0))
+                raw = signals.bm25_raw.get(rowid, 0.0)
+                bm25 = scoring.normalize_bm25(raw, params) if raw > 0 else 0.0
+                boost = signals.boosts.get(rowid, 0.0)
+                semantic_rank = semantic_order.index(rowid) + 1 if rowid in signals.distances else None
+                rank = _rank(reference.ranked[index], memory_id)
+                if rank is not None and rank <= FAILURE_K:
+                    reason = "found"
+                elif similarity < options.threshold:
+                    reason = "below semantic gate"
+                elif semantic_rank is None or semantic_rank > limit:
+                    reason = "outside semantic over-fetch"
+                else:
+                    reason = "outranked after fusion"
+                match = signals.entity_matches.get(rowid)
+                turns.append(
+                    {
+                        "dia_id": dia_id,
+                        "text": text_of[dia_id],
+                        "reason": reason,
+                        "rank": {result.variant.name: _rank(result.ranked[index], memory_id) for result in results},
+                        "semantic": round(similarity, 4),
+                        "semantic_rank": semantic_rank,
+                        "bm25_raw": float(f"{raw:.4g}"),
+                        "bm25": round(bm25, 4),
+                        "bm25_rank": bm25_order.index(rowid) + 1 if rowid in signals.bm25_raw else None,
+                        "entity_boost": round(boost, 4),
+                        "entity_match": None if match is None else f"{match.query_entity} ~ {match.entity}",
+                        "fused_if_candidate": round(
+                            (similarity + bm25 + boost) / explanation.analysis.max_possible_score, 4
+                        ),
+                    }
+                )
+            top = [
+                {
+                    "rank": rank,
+                    "dia_id": dia_of.get(hit.memory.id),
+                    "text": hit.memory.text,
+                    "semantic": round(hit.details.semantic_score, 4),
+                    "bm25": round(hit.details.bm25_score, 4),
+                    "entity_boost": round(hit.details.entity_boost, 4),
+                    "final": round(hit.details.final_score, 4),
+                }
+                for rank, hit in enumerate(explanation.hits[:3], start=1)
+            ]
+            analysis = explanation.analysis
+            cases.append(
+                {
+                    "sample": sample.sample_id,
+                    "question": question.text,
+                    "category": locomo.CATEGORIES[question.category],
+                    "recall@10": reference.scores[index]["recall@10"],
+                    "query_terms": analysis.lemmatized_terms,
+                    "query_entities": analysis.entities,
+                    "max_possible_score": analysis.max_possible_score,
+                    "evidence": turns,
+                    "top_hits": top,
+                }
+            )
+    cases.sort(key=lambda case: (case["recall@10"], -_worst_rank(case)))
+    return cases
+
+
+def _row(engine: Engine, memory_id: str, user_id: str):  # noqa: ANN202 - a store.db.MemoryRow
+    from store import db
+
+    return db.get_memory(engine._conn, memory_id, check_scope(user_id, None, None))
+
+
+def _rank(ranked: Sequence[str], memory_id: str) -> int | None:
+    return ranked.index(memory_id) + 1 if memory_id in ranked else None
+
+
+def _worst_rank(case: dict[str, Any]) -> int:
+    ranks = [turn["semantic_rank"] or 10_000 for turn in case["evidence"] if turn["reason"] != "found"]
+    return max(ranks, default=0)
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def run(
+    samples: Sequence[locomo.Sample],
+    base: Config,
+    embedder: Embedder,
+    nlp: NLP,
+    variants: Sequence[Variant] = VARIANTS,
+    progress: bool = False,
+    failures: bool = True,
+) -> QualityRun:
+    """Ingest the samples into ``base``'s database, evaluate every variant, diagnose failures."""
+    with Engine(base, embedder=embedder, nlp=nlp) as engine:
+        started = time.perf_counter()
+        mapping = ingest(engine, samples)
+        ingest_seconds = time.perf_counter() - started
+        memories = engine.status()["counts"]["memories"]
+    if progress:
+        print(f"ingested {memories} memories in {ingest_seconds:.0f} s", file=sys.stderr, flush=True)
+    questions = [(sample, question) for sample in samples for question in sample.questions]
+    results = evaluate(base, variants, questions, mapping, embedder, nlp, progress)
+    cases = []
+    if failures and any(result.variant.name == REFERENCE for result in results):
+        cases = diagnose(base, results, questions, mapping, embedder, nlp)
+    return QualityRun(results, questions, memories, ingest_seconds, cases)
+
+
+def overall_table(run: QualityRun) -> str:
+    """One row per variant: the five metrics over every question, and its search pool size."""
+    rows = []
+    for result in run.results:
+        overall = result.overall()
+        rows.append([result.variant.name, *(overall[name] for name in metrics.METRICS), result.internal_limit])
+    return report.table(["variant", *metrics.METRICS, "pool"], rows)
+
+
+def category_tables(run: QualityRun) -> str:
+    """For each category, the five metrics of every variant."""
+    counts = run.category_counts()
+    parts = []
+    for category, label in locomo.CATEGORIES.items():
+        if not counts[category]:
+            continue
+        rows = []
+        for result in run.results:
+            scores = result.by_category(category)
+            rows.append([result.variant.name, *(scores[name] for name in metrics.METRICS)])
+        parts.append(f"**{category} {label}** ({counts[category]} questions)\n\n" + report.table(["variant", *metrics.METRICS], rows))
+    return "\n\n".join(parts)
+
+
+def failure_summary(run: QualityRun) -> str:
+    """Why the reference misses evidence turns in its top 10, counted by reason."""
+    reasons = Counter(turn["reason"] for case in run.failures for turn in case["evidence"] if turn["reason"] != "found")
+    total = sum(reasons.values())
+    rows = [[reason, count, count / total if total else 0.0] for reason, count in reasons.most_common()]
+    return report.table(["reason an evidence turn is not in the reference top 10", "turns", "share"], rows)
+
+
+def variant_notes(run: QualityRun) -> str:
+    lines = []
+    for result in run.results:
+        changes = ", ".join(f"{key}={value!r}" for key, value in result.variant.search.items()) or "defaults"
+        note = f" — {result.variant.note}" if result.variant.note else ""
+        lines.append(f"- **{result.variant.name}**: `{changes}`{note}")
+    return "\n".join(lines)
+
+
+def markdown(run: QualityRun, command: str, environment: str, data: Path) -> str:
+    """The docs section: how it was run, the overall table, per-category tables, failure reasons."""
+    seconds = sum(result.seconds for result in run.results)
+    searches = len(run.questions) * len(run.results)
+    return f"""## Retrieval quality (LoCoMo)
+
+`{command}`
+
+{environment}
+
+Data: `{data.name}`, {len(run.questions)} questions of categories 1–4 over {run.memories} memories
+in {len({sample.sample_id for sample, _ in run.questions})} scopes (one per conversation). Ingest through
+`Engine.add_many`: {run.ingest_seconds:.0f} s. Every variant is an `Engine` with a different `[search]`
+configuration on the same database file, sharing one model and one spaCy pipeline; each question is one
+`Engine.search(top_k={TOP_K})` ({searches} searches, {seconds:.0f} s, {1000 * seconds / max(searches, 1):.0f} ms each).
+"pool" is the over-fetch per signal at top_k={TOP_K} (`max(top_k × overfetch_factor, overfetch_minimum)`).
+
+{overall_table(run)}
+
+Variants:
+
+{variant_notes(run)}
+
+### Per category
+
+{category_tables(run)}
+
+### Where the reference misses
+
+Questions whose evidence is not all in the reference top {FAILURE_K}: {len(run.failures)} of {len(run.questions)}.
+Each is in `bench/results/quality-failures.jsonl` (worst first), with every evidence turn's rank under each
+variant and its semantic similarity, BM25 and entity boost computed over the whole scope.
+
+{failure_summary(run)}
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=locomo.DEFAULT_PATH, help="a LoCoMo-format JSON file")
+    parser.add_argument("--samples", default="", help="comma-separated sample ids (default: all)")
+    parser.add_argument("--max-turns", type=int, default=0, help="first N turns per sample (0 = all)")
+    parser.add_argument("--max-questions", type=int, default=0, help="first N questions per sample (0 = all)")
+    parser.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
+    parser.add_argument("--db", type=Path, default=report.RESULTS / "locomo.db", help="benchmark database file")
+    parser.add_argument("--reuse-db", action="store_true", help="keep an existing database (stored turns are not embedded again)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
+    args = parser.parse_args(argv)
+
+    samples = locomo.load(args.data)
+    if args.samples:
+        wanted = args.samples.split(",")
+        samples = [sample for sample in samples if sample.sample_id in wanted]
+    samples = [locomo.head(sample, args.max_turns or None, args.max_questions or None) for sample in samples]
+    variants = VARIANTS
+    if args.variants:
+        wanted = [name.strip() for name in args.variants.split(",")]
+        variants = tuple(variant for variant in VARIANTS if variant.name in wanted)
+
+    if not args.reuse_db:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{args.db}{suffix}").unlink(missing_ok=True)
+    base = load_config(environ={}).replace("store", db_path=str(args.db))
+    embedder = SentenceTransformerEmbedder(threads=args.threads)
+    nlp = NLP()
+    embedder.load()
+    nlp.load()
+
+    started = time.perf_counter()
+    result = run(samples, base, embedder, nlp, variants, progress=True)
+    report.RESULTS.mkdir(parents=True, exist_ok=True)
+    failures_path = report.RESULTS / "quality-failures.jsonl"
+    with failures_path.open("w", encoding="utf-8") as handle:
+        for case in result.failures:
+            handle.write(json.dumps(case, ensure_ascii=False) + "\n")
+
+    environment = report.environment({"spaCy pipeline": nlp.tier, "torch threads": str(args.threads)})
+    section = markdown(result, report.command_line(), environment, args.data)
+    print(section)
+    print(f"failure cases: {failures_path} ({len(result.failures)}); total {time.perf_counter() - started:.0f} s",
+          file=sys.stderr)
+    if not args.no_doc:
+        report.write_section("quality", section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""Time the stages of an engine call from outside, without changing the engine.
+
+The engine has no timing hook, so while a ``StageClock`` is active it replaces a few
+module functions (``store.db.knn_memories``, ``store.retrieval.entity_boosts``, …) and
+the model objects' methods with wrappers that add their wall time to a named stage,
+then puts the originals back. The engine's own code runs unchanged: stages are the
+real calls of one real ``Engine.search`` / ``Engine.add_many``, and whatever is not
+inside a wrapped function (validation, fusion, row assembly, SQL writes) is the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from store import db, retrieval
+
+SEARCH_STAGES = {
+    "query embedding": ("embedder", "embed_batch"),
+    "lemmatize + entities": ("nlp", "analyze"),
+    "vector KNN": (db, "knn_memories"),
+    "FTS5": (db, "bm25_memories"),
+    "entity lookup": (retrieval, "entity_boosts"),
+    "union distances": (db, "distances_for"),
+}
+"""Stage name → (object, attribute) timed during a search; ``"embedder"``/``"nlp"`` mean the engine's."""
+
+ADD_STAGES = {
+    "embed": ("embedder", "embed_batch"),
+    "NLP": ("nlp", "analyze_batch"),
+}
+"""Stages of a write; the remainder is SQL (hash look-ups, inserts, entity linking, history)."""
+
+
+class StageClock:
+    """Accumulates wall time per stage for the calls made while it is active."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def reset(self) -> dict[str, float]:
+        """This round's times, and start a new round."""
+        seconds, self.seconds = dict(self.seconds), defaultdict(float)
+        return seconds
+
+    def _wrap(self, stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[stage] += time.perf_counter() - started
+
+        return timed
+
+    @contextlib.contextmanager
+    def active(self, engine: Any, stages: dict[str, tuple[Any, str]]) -> Iterator[StageClock]:
+        """Wrap each stage's function for the duration of the block."""
+        originals = []
+        try:
+            for stage, (owner, name) in stages.items():
+                target = getattr(engine, owner) if isinstance(owner, str) else owner
+                original = getattr(target, name)
+                had_own = isinstance(owner, str) and name in vars(target)
+                originals.append((target, name, original, isinstance(owner, str) and not had_own))
+                setattr(target, name, self._wrap(stage, original))
+            yield self
+        finally:
+            for target, name, original, instance_attribute in reversed(originals):
+                if instance_attribute:
+                    delattr(target, name)  # uncover the class's method again
+                else:
+                    setattr(target, name, original)

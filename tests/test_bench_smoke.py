@@ -1,0 +1,152 @@
+"""The benchmark's arithmetic by hand, its data loading, and a tiny end-to-end quality run.
+
+The full benchmarks are not part of the test run (``python bench/quality.py`` and
+``python bench/speed.py``); this checks that they compute what they claim on a slice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import locomo, metrics, quality, report, speed
+from bench.stages import SEARCH_STAGES, StageClock
+from store import Config, Engine
+from store import db as store_db
+
+# --- metrics, computed by hand ---------------------------------------------------------------
+
+
+def test_recall_counts_relevant_ids_in_the_first_k():
+    ranked = ["a", "x", "b", "y", "c"]
+    assert metrics.recall_at(ranked, {"a", "b", "z"}, 1) == pytest.approx(1 / 3)
+    assert metrics.recall_at(ranked, {"a", "b", "z"}, 3) == pytest.approx(2 / 3)
+    assert metrics.recall_at(ranked, {"a", "b", "z"}, 20) == pytest.approx(2 / 3)
+    assert metrics.recall_at(ranked, set(), 5) == 0.0
+    assert metrics.recall_at([], {"a"}, 5) == 0.0
+
+
+def test_ndcg_discounts_by_log_rank_and_normalises_by_the_ideal():
+    # relevant at ranks 2 and 4: DCG = 1/log2(3) + 1/log2(5); ideal = 1/log2(2) + 1/log2(3)
+    dcg = 1 / math.log2(3) + 1 / math.log2(5)
+    ideal = 1 + 1 / math.log2(3)
+    assert metrics.ndcg_at(["x", "a", "y", "b"], {"a", "b"}, 10) == pytest.approx(dcg / ideal)
+    assert metrics.ndcg_at(["a", "b", "x"], {"a", "b"}, 10) == pytest.approx(1.0)
+    # one of three relevant, at rank 1: 1 / (1 + 1/log2(3) + 1/2)
+    assert metrics.ndcg_at(["a"], {"a", "b", "c"}, 10) == pytest.approx(1 / (1 + 1 / math.log2(3) + 0.5))
+    # the ideal is cut at k: two relevant, k = 1, found at rank 1 → 1.0
+    assert metrics.ndcg_at(["a", "b"], {"a", "b"}, 1) == pytest.approx(1.0)
+    assert metrics.ndcg_at(["a", "a"], {"a", "b"}, 10) == pytest.approx(1 / ideal)  # a repeat never counts twice
+
+
+def test_reciprocal_rank_is_of_the_first_relevant_id():
+    assert metrics.reciprocal_rank(["x", "y", "a", "b"], {"a", "b"}) == pytest.approx(1 / 3)
+    assert metrics.reciprocal_rank(["x"], {"a"}) == 0.0
+    assert metrics.first_rank(["x", "a"], {"a"}) == 2
+    assert metrics.first_rank([], {"a"}) is None
+
+
+def test_mean_averages_each_metric():
+    rows = [metrics.score(["a"], {"a"}), metrics.score(["x"], {"a"})]
+    assert metrics.mean(rows) == {name: 0.5 for name in metrics.METRICS}
+    assert metrics.mean([]) == {name: 0.0 for name in metrics.METRICS}
+
+
+# --- LoCoMo loading -------------------------------------------------------------------------
+
+
+def test_malformed_evidence_is_split_normalised_and_checked():
+    known = {"D8:6", "D9:17", "D11:26", "D30:5", "D1:18"}
+    assert locomo.normalize_evidence(["D8:6; D9:17"], known) == ("D8:6", "D9:17")
+    assert locomo.normalize_evidence(["D:11:26", "D30:05", "D"], known) == ("D11:26", "D30:5")
+    assert locomo.normalize_evidence(["D1:18", "D1:18", "D2:1"], known) == ("D1:18",)
+
+
+def test_a_sample_becomes_turns_and_scored_questions():
+    raw = {
+        "sample_id": "s1",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "Later."}],
+            "session_2_date_time": "2 May",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "Hi!"},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Look.", "blip_caption": "a photo of a cat"},
+            ],
+            "session_1_date_time": "1 May",
+        },
+        "qa": [
+            {"question": "q1", "answer": "a", "evidence": ["D1:2"], "category": 4},
+            {"question": "q5", "answer": "a", "evidence": ["D1:1"], "category": 5},
+            {"question": "q-none", "answer": "a", "evidence": ["D7:7"], "category": 1},
+        ],
+    }
+    sample = locomo.parse_sample(raw)
+    assert [t.dia_id for t in sample.turns] == ["D1:1", "D1:2", "D2:1"]
+    assert sample.turns[1].text == "Bo: Look. [shares a photo of a cat]"
+    assert sample.turns[2].session_date == "2 May"
+    assert [q.text for q in sample.questions] == ["q1"]
+    assert sample.skipped_questions == 1
+    assert locomo.head(sample, max_turns=1).questions == ()
+
+
+def test_the_shipped_data_loads_as_the_readme_describes():
+    samples = locomo.load()
+    assert sum(len(s.turns) for s in samples) == 2760
+    assert all(q.category in locomo.CATEGORIES for s in samples for q in s.questions)
+
+
+# --- speed helpers ------------------------------------------------------------------------------
+
+
+def test_the_speed_corpus_is_distinct_real_turns():
+    samples = locomo.load()
+    texts = speed.corpus(samples, 3000)
+    assert len(texts) == len(set(texts)) == 3000
+    assert texts[0] == samples[0].turns[0].text
+
+
+def test_stage_clock_times_a_real_search_and_restores_the_engine(engine: Engine):
+    engine.add("Ana is allergic to peanuts", user_id="ana")
+    clock = StageClock()
+    embed = engine.embedder.embed_batch
+    with clock.active(engine, SEARCH_STAGES):
+        engine.search("peanut allergy", user_id="ana")
+    parts = clock.reset()
+    assert {"query embedding", "lemmatize + entities", "vector KNN", "FTS5"} <= set(parts)
+    assert store_db.knn_memories.__module__ == "store.db" and store_db.knn_memories.__name__ == "knn_memories"
+    assert "embed_batch" not in vars(engine.embedder) and engine.embedder.embed_batch == embed
+
+
+# --- a tiny quality run end to end ------------------------------------------------------------
+
+
+def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
+    (sample,) = [s for s in locomo.load() if s.sample_id == "conv-26"]
+    tiny = locomo.head(sample, max_turns=40, max_questions=5)
+    variants = [v for v in quality.VARIANTS if v.name in ("semantic only", quality.REFERENCE, "union pool")]
+    run = quality.run([tiny], config, embedder, nlp, variants)
+
+    assert run.memories == 40 and len(run.questions) == len(tiny.questions) > 0
+    assert [r.variant.name for r in run.results] == [v.name for v in variants]
+    for result in run.results:
+        assert len(result.scores) == len(run.questions)
+        assert all(0.0 <= value <= 1.0 for value in result.overall().values())
+        assert result.overall()["recall@5"] <= result.overall()["recall@10"] <= result.overall()["recall@20"]
+    table = quality.overall_table(run).splitlines()
+    assert len(table) == 2 + len(variants)
+    assert table[0].split("|")[2:7] == [f" {name} " for name in metrics.METRICS]
+    for case in run.failures:
+        json.dumps(case)  # the failure file is JSON lines
+        assert {"semantic", "bm25", "entity_boost", "rank", "reason"} <= set(case["evidence"][0])
+
+    doc = tmp_path / "benchmarks.md"
+    report.write_section("quality", "stale-quality-figures", doc)
+    report.write_section("speed", "speed figures", doc)
+    report.write_section("quality", quality.markdown(run, "python bench/quality.py", "env", Path("x.json")), doc)
+    text = doc.read_text()
+    assert text.count("<!-- quality:start -->") == 1 and "speed figures" in text and "stale-quality-figures" not in text
