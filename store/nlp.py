@@ -372,8 +372,26 @@ def _is_identifier(candidate: str) -> bool:
     return True
 
 
+# Words that open chat turns ("Hey Maria", "Thanks John", "Wow"): a capital there says
+# nothing about a name, and a span starting with one would link every greeting to it.
+_INTERJECTIONS = frozenset(
+    """
+    hey hi hello yeah yes yep yup no nope nah thanks thank wow oh ooh ah aw aww ok okay
+    well sure cool great awesome nice congrats congratulations dear haha lol omg sorry
+    please bye goodbye welcome hmm um uh gosh wait gon wan
+    """.split()
+)
+
+
 def _clean_entity_text(text: str) -> str:
     text = text.strip(_STRIP_CHARS)
+    # A speaker label or "Note:" prefix ends the name: "Maria: Yep" is Maria.
+    if ": " in text and "://" not in text:
+        text = text.split(": ", 1)[0]
+    words = text.split()
+    while len(words) > 1 and words[0].lower().strip(",!.") in _INTERJECTIONS:
+        words = words[1:]
+    text = " ".join(words)
     text = re.sub(r"^\d+\s*\.\s+", "", text)  # "1. Foo" list numbering
     for suffix in ("'s", "\u2019s"):
         if text.endswith(suffix):
@@ -585,7 +603,7 @@ def _is_bad_entity(text: str, etype: str) -> bool:
     if etype in ("identifier",):
         return False
     low = text.lower()
-    if " " not in low and (low in _GENERIC_CAPS or low in _GENERIC_HEADS):
+    if " " not in low and (low in _GENERIC_CAPS or low in _GENERIC_HEADS or low in _INTERJECTIONS):
         return True
     return False
 

@@ -300,3 +300,16 @@ def test_a_topic_does_not_swallow_the_name_inside_it(nlp: NLP) -> None:
 def test_a_name_that_opens_the_sentence_is_an_entity(nlp: NLP) -> None:
     assert "ana" in {e.normalized for e in nlp.extract_entities("Ana works as a nurse at the hospital")}
     assert "yesterday" not in {e.normalized for e in nlp.extract_entities("Yesterday we went home")}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Maria: Yep, that was fun", {"maria"}),
+        ("John: Thanks Maria, I loved it", {"john", "maria"}),
+        ("Yeah Maria, Wow John that is great", {"maria", "john"}),
+        ("Maria: Gonna go hiking with Jean tomorrow", {"maria", "jean"}),
+    ],
+)
+def test_chat_greetings_and_speaker_labels_do_not_make_entities(nlp: NLP, text: str, expected: set[str]) -> None:
+    assert {e.normalized for e in nlp.extract_entities(text)} == expected
