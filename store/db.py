@@ -633,16 +633,22 @@ def knn_entities(
 
 
 def entity_links(
-    conn: apsw.Connection, entity_ids: Sequence[int], filter_sql: str, filter_params: list[Any]
-) -> tuple[dict[int, int], list[tuple[int, int]]]:
-    """For matched entities: how many memories each links to, and the (entity, memory) links
-    that pass the metadata filters.
+    conn: apsw.Connection,
+    entity_ids: Sequence[int],
+    filter_sql: str,
+    filter_params: list[Any],
+    memory_rowids: Sequence[int] | None = None,
+) -> tuple[dict[int, int], list[tuple[int, int]], bool]:
+    """For matched entities: how many memories each links to, the (entity, memory) links that
+    pass the metadata filters, and whether any such link exists at all.
 
     The count uses every link (Mem0 weights by the entity's whole spread); only the
-    links are filtered, so a filtered-out memory never receives a boost.
+    links are filtered, so a filtered-out memory never receives a boost. With
+    ``memory_rowids`` only links to those memories are fetched: a speaker's name can
+    link to tens of thousands of memories, of which only the candidates can be ranked.
     """
     if not entity_ids:
-        return {}, []
+        return {}, [], False
     marks = ",".join("?" * len(entity_ids))
     linked = dict(
         conn.execute(
@@ -650,9 +656,158 @@ def entity_links(
             tuple(entity_ids),
         ).fetchall()
     )
+    among, among_params = "", []
+    if memory_rowids is not None:
+        among = f" AND l.memory_rowid IN ({','.join('?' * len(memory_rowids))})"
+        among_params = list(memory_rowids)
+    joined = (
+        "FROM memory_entities l JOIN memories m ON m.rowid = l.memory_rowid "
+        f"WHERE l.entity_id IN ({marks}) AND ({filter_sql})"
+    )
     links = conn.execute(
-        f"SELECT l.entity_id, l.memory_rowid FROM memory_entities l JOIN memories m ON m.rowid = l.memory_rowid "
-        f"WHERE l.entity_id IN ({marks}) AND ({filter_sql})",
-        (*entity_ids, *filter_params),
+        f"SELECT l.entity_id, l.memory_rowid {joined}{among}", (*entity_ids, *filter_params, *among_params)
     ).fetchall()
-    return linked, links
+    exists = bool(links) or (
+        memory_rowids is not None
+        and conn.execute(f"SELECT EXISTS (SELECT 1 {joined})", (*entity_ids, *filter_params)).fetchone()[0] == 1
+    )
+    return linked, links, exists
+
+
+# --- maintenance ----------------------------------------------------------------------
+# Read-only probes for ``store.maintenance.check`` and the few writes ``repair`` needs.
+# Each probe names the rows that break one invariant; an empty result means it holds.
+
+_SCOPE_DIFFERS = "{a}.user_id IS NOT {b}.user_id OR {a}.agent_id IS NOT {b}.agent_id OR {a}.run_id IS NOT {b}.run_id"
+
+REQUIRED_TABLES = (
+    "meta", "schema_version", "memories", "memory_vectors", "memory_fts", "memory_fts_docsize",
+    "entities", "entity_vectors", "memory_entities", "history",
+)
+
+INVARIANT_PROBES: dict[str, str] = {
+    # every memory has exactly one vector, in its own scope
+    "memory_without_vector": "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_vectors)",
+    "vector_without_memory": "SELECT memory_rowid FROM memory_vectors WHERE memory_rowid NOT IN (SELECT rowid FROM memories)",
+    "vector_scope": (
+        "SELECT m.rowid, m.id FROM memory_vectors v JOIN memories m ON m.rowid = v.memory_rowid "
+        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='m')}"
+    ),
+    # every memory has exactly one FTS row (the docsize shadow table has one row per indexed document)
+    "memory_without_fts": "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT id FROM memory_fts_docsize)",
+    "fts_without_memory": "SELECT id FROM memory_fts_docsize WHERE id NOT IN (SELECT rowid FROM memories)",
+    # links join a memory and an entity of the same scope (these two cover the only foreign keys)
+    "link_without_memory": (
+        "SELECT memory_rowid, entity_id FROM memory_entities WHERE memory_rowid NOT IN (SELECT rowid FROM memories)"
+    ),
+    "link_without_entity": (
+        "SELECT memory_rowid, entity_id FROM memory_entities WHERE entity_id NOT IN (SELECT id FROM entities)"
+    ),
+    "link_scope": (
+        "SELECT l.memory_rowid, l.entity_id FROM memory_entities l JOIN memories m ON m.rowid = l.memory_rowid "
+        f"JOIN entities e ON e.id = l.entity_id WHERE {_SCOPE_DIFFERS.format(a='m', b='e')}"
+    ),
+    # every entity is linked and has exactly one vector, in its own scope
+    "entity_without_links": (
+        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)"
+    ),
+    "entity_without_vector": (
+        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM entity_vectors)"
+    ),
+    "entity_vector_without_entity": (
+        "SELECT entity_id FROM entity_vectors WHERE entity_id NOT IN (SELECT id FROM entities)"
+    ),
+    "entity_vector_scope": (
+        "SELECT e.id, e.normalized FROM entity_vectors v JOIN entities e ON e.id = v.entity_id "
+        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='e')}"
+    ),
+}
+
+
+def missing_tables(conn: apsw.Connection) -> list[str]:
+    """Tables (and the FTS5 shadow table the checks read) that this database lacks."""
+    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return [table for table in REQUIRED_TABLES if table not in present]
+
+
+def integrity_check(conn: apsw.Connection) -> list[str]:
+    """SQLite's own page, index and constraint check: ``['ok']`` when healthy."""
+    return [row[0] for row in conn.execute("PRAGMA integrity_check")]
+
+
+def fts_content_check_sql() -> str:
+    """FTS5's check of the index against the content table; rank 1 adds the content comparison
+    that plain ``integrity-check`` (and ``PRAGMA integrity_check``) skip for external content."""
+    return "INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)"
+
+
+def fts_content_check(conn: apsw.Connection) -> str | None:
+    """None when the FTS index matches ``memories.text_lemmatized``, else SQLite's message.
+
+    It is written as an INSERT, so it waits for the write lock like any writer.
+    """
+    try:
+        conn.execute(fts_content_check_sql())
+    except apsw.CorruptError as exc:
+        return str(exc)
+    return None
+
+
+def probe(conn: apsw.Connection, name: str) -> list[tuple[Any, ...]]:
+    """The rows that break the invariant ``INVARIANT_PROBES[name]``."""
+    return conn.execute(INVARIANT_PROBES[name]).fetchall()
+
+
+def memories_without_links(conn: apsw.Connection) -> list[MemoryRow]:
+    """Memories linked to no entity (most have none to link; a check or repair re-reads them)."""
+    return [
+        _memory_row(row)
+        for row in conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_entities)"
+        )
+    ]
+
+
+def delete_memory_vector(conn: apsw.Connection, rowid: int) -> None:
+    """Drop one memory vector (orphaned, or about to be rewritten)."""
+    conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
+
+
+def delete_entity_vector(conn: apsw.Connection, entity_id: int) -> None:
+    """Drop one entity vector (orphaned, or about to be rewritten)."""
+    conn.execute("DELETE FROM entity_vectors WHERE entity_id = ?", (entity_id,))
+
+
+def put_entity_vector(conn: apsw.Connection, entity_id: int, embedding: np.ndarray) -> None:
+    """Write an entity's vector with the entity's own scope."""
+    conn.execute("DELETE FROM entity_vectors WHERE entity_id = ?", (entity_id,))
+    conn.execute(
+        "INSERT INTO entity_vectors(entity_id, embedding, user_id, agent_id, run_id) "
+        "SELECT id, ?, user_id, agent_id, run_id FROM entities WHERE id = ?",
+        (vector_blob(embedding), entity_id),
+    )
+
+
+def delete_link(conn: apsw.Connection, memory_rowid: int, entity_id: int) -> None:
+    """Drop one memory–entity link."""
+    conn.execute(
+        "DELETE FROM memory_entities WHERE memory_rowid = ? AND entity_id = ?", (memory_rowid, entity_id)
+    )
+
+
+def memory_rows(conn: apsw.Connection, rowids: Sequence[int]) -> list[MemoryRow]:
+    """Rows for rowids, in rowid order (missing ones skipped)."""
+    return [row for _, row in sorted(memories_by_rowid(conn, rowids).items())]
+
+
+def entity_names(conn: apsw.Connection, entity_ids: Sequence[int]) -> dict[int, str]:
+    """Normalised text of entities by id (what their vectors embed)."""
+    if not entity_ids:
+        return {}
+    marks = ",".join("?" * len(entity_ids))
+    return dict(conn.execute(f"SELECT id, normalized FROM entities WHERE id IN ({marks})", tuple(entity_ids)))
+
+
+def rebuild_fts(conn: apsw.Connection) -> None:
+    """Re-index every memory's ``text_lemmatized`` from the content table."""
+    conn.execute("INSERT INTO memory_fts(memory_fts) VALUES ('rebuild')")

@@ -58,6 +58,7 @@ class Signals:
     distances: dict[int, float]  # nearest first
     bm25_raw: dict[int, float]
     boosts: dict[int, float]
+    entity_active: bool
     entity_matches: dict[int, EntityMatch] = field(default_factory=dict)
 
 
@@ -93,21 +94,29 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
     bm25_raw: dict[int, float] = {}
     if request.options.use_bm25:
         bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
-    boosts, matches = entity_boosts(conn, prepared, request)
+    # The reference pool ranks only vector candidates, so only their links are needed;
+    # the union pool turns every boosted memory into a candidate.
+    reachable = list(distances) if request.options.candidate_pool == "semantic" else None
+    boosts, matches, entity_active = entity_boosts(conn, prepared, request, reachable)
     if request.options.candidate_pool == "union":
         # Score keyword and entity hits that fell outside the vector over-fetch exactly,
         # instead of dropping them; they still face the semantic gate.
         missing = [rowid for rowid in (*bm25_raw, *boosts) if rowid not in distances]
         distances.update(db.distances_for(conn, prepared.embedding, list(dict.fromkeys(missing))))
-    return Signals(distances=distances, bm25_raw=bm25_raw, boosts=boosts, entity_matches=matches)
+    return Signals(distances, bm25_raw, boosts, entity_active, matches)
 
 
 def entity_boosts(
-    conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest
-) -> tuple[dict[int, float], dict[int, EntityMatch]]:
-    """Each memory's largest boost from stored entities similar to a query entity."""
+    conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, among: list[int] | None
+) -> tuple[dict[int, float], dict[int, EntityMatch], bool]:
+    """Each memory's largest boost from stored entities similar to a query entity, and whether
+    any memory in scope got one (Mem0's test for the entity share of the denominator).
+
+    ``among`` limits the boosts computed to those memories; ``None`` computes them all.
+    """
     best: dict[int, float] = {}
     matches: dict[int, EntityMatch] = {}
+    active = False
     for query_entity, vector in zip(prepared.entities, prepared.entity_embeddings):
         hits = db.knn_entities(conn, vector, request.scope, scoring.ENTITY_SEARCH_LIMIT)
         similar = {
@@ -115,14 +124,17 @@ def entity_boosts(
             for entity_id, text, distance in hits
             if scoring.similarity_from_distance(distance) >= scoring.ENTITY_MATCH_THRESHOLD
         }
-        linked, links = db.entity_links(conn, list(similar), request.filter_sql, request.filter_params)
+        linked, links, exists = db.entity_links(
+            conn, list(similar), request.filter_sql, request.filter_params, among
+        )
+        active = active or exists
         for entity_id, rowid in links:
             text, similarity = similar[entity_id]
             boost = scoring.entity_boost(similarity, linked[entity_id])
             if boost > best.get(rowid, 0.0):
                 best[rowid] = boost
                 matches[rowid] = EntityMatch(query_entity, text, similarity, linked[entity_id])
-    return best, matches
+    return best, matches, active
 
 
 # --- 3 and 4. fuse and assemble -----------------------------------------------------------
@@ -152,7 +164,10 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
         else:
             semantic[rowid] = similarity
     params = scoring.bm25_params(len(prepared.terms))
-    fusion = scoring.fuse(semantic, signals.bm25_raw, params, signals.boosts, request.threshold, request.top_k)
+    fusion = scoring.fuse(
+        semantic, signals.bm25_raw, params, signals.boosts, request.threshold, request.top_k,
+        entity_active=signals.entity_active,
+    )
     dropped.extend(
         DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "below_threshold")
         for rowid, similarity in fusion.below_threshold

@@ -143,6 +143,8 @@ def fuse(
     boosts: Mapping[Key, float],
     threshold: float,
     top_k: int,
+    *,
+    entity_active: bool | None = None,
 ) -> Fusion[Key]:
     """Gate the candidates on their semantic score, then fuse and rank them.
 
@@ -150,10 +152,13 @@ def fuse(
     returned. ``bm25_raw`` holds raw BM25 scores of keyword hits (only > 0 counts) and
     ``boosts`` entity boosts; either may include keys that are not candidates, and as in
     Mem0 any such score still switches its signal's share of the denominator on.
+    ``entity_active`` says whether the entity signal fired anywhere, for callers that only
+    computed ``boosts`` for the candidates; by default it is ``bool(boosts)``.
     Ties keep the order of ``semantic`` (nearest first), so results are deterministic.
     """
     bm25 = {key: normalize_bm25(raw, params) for key, raw in bm25_raw.items() if raw > 0}
-    denominator = max_possible_score(bool(bm25), bool(boosts))
+    has_entity = bool(boosts) if entity_active is None else entity_active
+    denominator = max_possible_score(bool(bm25), has_entity)
     ranked: list[tuple[Key, ScoreBreakdown]] = []
     below: list[tuple[Key, float]] = []
     for key, semantic_score in semantic.items():
@@ -179,5 +184,5 @@ def fuse(
             )
         )
     ranked.sort(key=lambda item: item[1].final_score, reverse=True)
-    return Fusion(ranked=ranked[:top_k], below_threshold=below, has_bm25=bool(bm25), has_entity=bool(boosts))
+    return Fusion(ranked=ranked[:top_k], below_threshold=below, has_bm25=bool(bm25), has_entity=has_entity)
 

@@ -233,3 +233,19 @@ def test_an_exact_code_wins_where_meaning_alone_does_not(engine: Engine) -> None
     assert fused.hits[0].memory.text == target
     assert fused.analysis.entities == ["a1b2"]
     assert fused.hits[0].details.bm25_score > 0 and fused.hits[0].entity_match.entity == "A1B2"
+
+
+def test_a_boost_outside_the_candidates_still_counts_in_the_denominator(engine: Engine) -> None:
+    """Mem0 adds the entity share when any memory in scope was boosted, candidate or not;
+    computing boosts for candidates only must not change that."""
+    engine.add_many(
+        [MemoryInput("Ana buys groceries every Saturday morning"), MemoryInput("Priya repaired the old bicycle")],
+        user_id="ana",
+    )
+    tight = engine.config.replace("search", overfetch_factor=1, overfetch_minimum=1, use_bm25=False)
+    with Engine(tight, embedder=engine.embedder, nlp=engine.nlp) as narrow:
+        explained = narrow.explain("Which groceries did Priya want on Saturday morning?", user_id="ana", top_k=1)
+    assert [h.memory.text for h in explained.hits] == ["Ana buys groceries every Saturday morning"]
+    assert explained.hits[0].details.entity_boost == 0
+    assert explained.analysis.signals_active == ["semantic", "entity"]
+    assert explained.hits[0].details.max_possible_score == 1.5

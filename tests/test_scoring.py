@@ -163,3 +163,9 @@ def test_scoring_imports_nothing_heavy() -> None:
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def test_entity_share_can_be_declared_when_boosts_cover_only_candidates() -> None:
+    """The retrieval computes boosts only for candidates; a boost elsewhere still counts."""
+    result = fuse({"a": 0.6}, {}, bm25_params(3), {}, 0.1, 10, entity_active=True)
+    assert result.ranked[0][1].max_possible_score == 1.5 and result.has_entity
