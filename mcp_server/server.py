@@ -31,8 +31,8 @@ from store.errors import TrimemError
 
 from . import default_scope
 from .models import (
-    AddOutput,
     AddedOut,
+    AddOutput,
     DeletedCount,
     DeletedOut,
     ExplainOutput,

@@ -25,7 +25,6 @@ import sqlite_vec
 from .errors import SchemaMismatch, TrimemError
 from .validation import SCOPE_KEYS
 
-
 BUSY_TIMEOUT_MS = 10_000
 WRITE_RETRIES = 8
 KNN_LIMIT = 4096
@@ -687,8 +686,12 @@ REQUIRED_TABLES = (
 
 INVARIANT_PROBES: dict[str, str] = {
     # every memory has exactly one vector, in its own scope
-    "memory_without_vector": "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_vectors)",
-    "vector_without_memory": "SELECT memory_rowid FROM memory_vectors WHERE memory_rowid NOT IN (SELECT rowid FROM memories)",
+    "memory_without_vector": (
+        "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_vectors)"
+    ),
+    "vector_without_memory": (
+        "SELECT memory_rowid FROM memory_vectors WHERE memory_rowid NOT IN (SELECT rowid FROM memories)"
+    ),
     "vector_scope": (
         "SELECT m.rowid, m.id FROM memory_vectors v JOIN memories m ON m.rowid = v.memory_rowid "
         f"WHERE {_SCOPE_DIFFERS.format(a='v', b='m')}"
@@ -742,7 +745,8 @@ def fts_content_check_sql() -> str:
 
 
 def fts_content_check(conn: apsw.Connection) -> str | None:
-    """None when the FTS index matches ``memories.text_lemmatized``, else SQLite's message.
+    """None when the FTS index matches ``memories.text_lemmatized`` (or the file is read-only,
+    so the comparison cannot run), else SQLite's message.
 
     It is written as an INSERT, so it waits for the write lock like any writer.
     """
@@ -750,6 +754,8 @@ def fts_content_check(conn: apsw.Connection) -> str | None:
         conn.execute(fts_content_check_sql())
     except apsw.CorruptError as exc:
         return str(exc)
+    except apsw.ReadOnlyError:
+        pass
     return None
 
 

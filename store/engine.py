@@ -12,16 +12,19 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import db, retrieval, scoring
+from . import db, maintenance, retrieval
 from .config import Config
 from .embeddings import Embedder, SentenceTransformerEmbedder
 from .errors import InvalidArgument, NotFound
 from .filters import filters_sql
-from .nlp import NLP, Analysis, Entity
+from .linking import link_entities
+from .maintenance import RepairReport, Violation
+from .nlp import NLP, Analysis
 from .records import AddedMemory, Explanation, HistoryEvent, Memory, SearchHit
 from .validation import (
     check_expiration,
@@ -36,8 +39,6 @@ from .validation import (
     normalized_hash,
 )
 
-ENTITY_SAME_THRESHOLD = 0.95
-"""A new entity this similar to a stored one in the same scope is the same entity (Mem0)."""
 MESSAGE_ROLES = ("user", "assistant")
 
 
@@ -186,7 +187,7 @@ class Engine:
                     embedding=embedding,
                 )
                 rowid = db.insert_memory(self._conn, memory)
-                self._link_entities(rowid, scope, analysis.entities, entity_vectors)
+                link_entities(self._conn, rowid, scope, analysis.entities, entity_vectors)
                 db.add_history(
                     self._conn, memory, "ADD", old_text=None, new_text=memory.text,
                     old_metadata=None, new_metadata=memory.metadata, at=stamp,
@@ -242,7 +243,7 @@ class Engine:
             if analysis is not None:
                 db.put_memory_vector(self._conn, row.rowid, embedding, own_scope)
                 db.unlink_entities(self._conn, row.rowid)
-                self._link_entities(row.rowid, own_scope, analysis.entities, entity_vectors)
+                link_entities(self._conn, row.rowid, own_scope, analysis.entities, entity_vectors)
             db.add_history(
                 self._conn, row, "UPDATE", old_text=row.text, new_text=final_text,
                 old_metadata=row.metadata, new_metadata=row.metadata if new_metadata is None else new_metadata,
@@ -283,24 +284,6 @@ class Engine:
         names = list(dict.fromkeys(e.normalized for a in analyses for e in a.entities))
         vectors = self.embedder.embed_batch([*texts, *names])
         return vectors[: len(texts)], dict(zip(names, vectors[len(texts) :]))
-
-    def _link_entities(
-        self, rowid: int, scope: dict[str, str], entities: Sequence[Entity], vectors: Mapping[str, np.ndarray]
-    ) -> None:
-        """Link a memory to each entity: the same normalised text, else a near-identical
-        entity (similarity ≥ 0.95), else a new one — all within the memory's own scope."""
-        for entity in entities:
-            entity_id = db.find_entity_exact(self._conn, scope, entity.normalized)
-            if entity_id is None:
-                nearest = db.nearest_entity(self._conn, scope, vectors[entity.normalized])
-                if nearest and scoring.similarity_from_distance(nearest[1]) >= ENTITY_SAME_THRESHOLD:
-                    entity_id = nearest[0]
-                else:
-                    entity_id = db.insert_entity(
-                        self._conn, scope, entity.text, entity.normalized, entity.entity_type,
-                        vectors[entity.normalized],
-                    )
-            db.link_entity(self._conn, rowid, entity_id)
 
     def _lemmatized(self, rowid: int) -> str:
         (value,) = self._conn.execute("SELECT text_lemmatized FROM memories WHERE rowid = ?", (rowid,)).fetchone()
@@ -406,6 +389,22 @@ class Engine:
         prepared = retrieval.prepare(query, self.nlp, self.embedder, options)
         with self._lock:
             return retrieval.run(self._conn, prepared, request, explain=details)
+
+    def check(self, *, deep: bool = False) -> list[Violation]:
+        """Every broken invariant of the database (orphans, missing vectors or FTS rows, …);
+        ``deep`` also runs the NLP pipeline to find memories missing their entity links."""
+        with self._lock:
+            return maintenance.check(self._conn, self.nlp if deep else None)
+
+    def repair(self) -> RepairReport:
+        """Rebuild derived rows (vectors, FTS rows, entity links) from ``memories``."""
+        with self._lock:
+            return maintenance.repair(self._conn, self.embedder, self.nlp)
+
+    def backup(self, destination: Path) -> None:
+        """Copy the database with SQLite's online backup: safe while other servers write."""
+        with self._lock:
+            maintenance.backup(self._conn, Path(destination))
 
     def status(self) -> dict[str, Any]:
         """Versions, models, the database path and row counts (``trimem doctor``)."""

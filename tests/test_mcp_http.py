@@ -12,7 +12,6 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
-
 from test_mcp import TOOLS  # pytest puts tests/ on sys.path (prepend import mode)
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-
 from test_mcp import TOOLS, call, fail  # pytest puts tests/ on sys.path (prepend import mode)
 
 pytestmark = pytest.mark.anyio

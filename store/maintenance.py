@@ -1,0 +1,284 @@
+"""Database upkeep: consistency check, repair of derived rows, online backup.
+
+Only ``memories`` holds facts; everything else is derived from it: the vector, the
+FTS row and the entity links of each memory, and the entities with their vectors.
+``check`` names every row that breaks an invariant between them, ``repair`` rebuilds
+the derived rows from ``memories`` (it never deletes a memory), and ``backup`` copies
+the file with SQLite's online backup while other processes keep writing. The SQL
+lives in ``store.db`` (section "maintenance").
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from . import db
+from .embeddings import Embedder
+from .errors import InvalidArgument, TrimemError
+from .linking import link_entities
+from .nlp import NLP, Analysis
+
+_DETAILS = {
+    "memory_without_vector": "memory '{1}' (rowid {0}) has no vector",
+    "vector_without_memory": "vector for rowid {0} belongs to no memory",
+    "vector_scope": "memory '{1}' (rowid {0}) has a vector filed under another scope",
+    "memory_without_fts": "memory '{1}' (rowid {0}) has no keyword (FTS) row",
+    "fts_without_memory": "keyword (FTS) row {0} belongs to no memory",
+    "link_without_memory": "entity link {0}→{1} points to no memory",
+    "link_without_entity": "entity link {0}→{1} points to no entity",
+    "link_scope": "memory rowid {0} is linked to entity {1} of another scope",
+    "entity_without_links": "entity {0} ({1!r}) is linked to no memory",
+    "entity_without_vector": "entity {0} ({1!r}) has no vector",
+    "entity_vector_without_entity": "entity vector {0} belongs to no entity",
+    "entity_vector_scope": "entity {0} ({1!r}) has a vector filed under another scope",
+}
+"""How each ``db.INVARIANT_PROBES`` row reads in a report."""
+
+_CHUNK = 500
+"""Rowids per ``IN (…)`` read, well under SQLite's bound-parameter limit."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant: which check, which row, in words."""
+
+    check: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What ``repair`` rebuilt or removed, by kind; ``remaining`` is what it could not fix
+    (damage below the tables, such as a malformed page: restore a backup)."""
+
+    vectors_rebuilt: int
+    fts_rebuilt: bool
+    entity_links_rebuilt: int
+    orphans_removed: int
+    remaining: list[Violation] = field(default_factory=list)
+
+
+# --- check ----------------------------------------------------------------------------
+
+
+def check(conn: apsw.Connection, nlp: NLP | None = None) -> list[Violation]:
+    """Every broken invariant, one ``Violation`` per offending row; empty when healthy.
+
+    Checks SQLite's page and index structure, then that each memory has
+    exactly one vector and one FTS row and that each link, entity and entity vector
+    belongs to live rows of the same scope. With ``nlp`` it also reads each memory
+    that has no entity links and reports those whose text does name entities (this
+    runs the pipeline, so it is slower). The FTS content comparison is written as an
+    INSERT and so waits for the write lock like any writer; nothing is changed.
+    """
+    try:
+        violations = [Violation("integrity", line) for line in db.integrity_check(conn) if line != "ok"]
+    except apsw.Error as exc:  # too damaged for SQLite to walk: that is the whole report
+        return [Violation("integrity", f"SQLite cannot read this database: {exc}")]
+    missing = db.missing_tables(conn)
+    if missing:
+        violations.append(
+            Violation("schema", f"missing tables {', '.join(missing)}: not a trimem database, or a damaged one")
+        )
+        return violations
+    for name, template in _DETAILS.items():
+        try:
+            rows = db.probe(conn, name)
+        except apsw.Error as exc:  # a damaged table fails its own probe; the others still run
+            violations.append(Violation(name, f"could not be checked: {exc}"))
+            continue
+        violations += [Violation(name, template.format(*row)) for row in rows]
+    message = db.fts_content_check(conn)
+    if message is not None:
+        violations.append(
+            Violation("fts_content", f"the keyword index disagrees with memories.text_lemmatized ({message})")
+        )
+    if nlp is not None:
+        violations += [
+            Violation("memory_without_links", f"memory '{row.id}' (rowid {row.rowid}) names entities but has no links")
+            for row, analysis in _unlinked_with_entities(conn, nlp)
+        ]
+    return violations
+
+
+def _unlinked_with_entities(conn: apsw.Connection, nlp: NLP) -> list[tuple[db.MemoryRow, Analysis]]:
+    """Memories without entity links whose text yields entities, with their analyses."""
+    rows = db.memories_without_links(conn)
+    analyses = nlp.analyze_batch([row.text for row in rows])
+    return [(row, analysis) for row, analysis in zip(rows, analyses) if analysis.entities]
+
+
+# --- repair ---------------------------------------------------------------------------
+
+
+class _ModelCache:
+    """Embeddings and analyses by text, computed in batches and kept for reuse.
+
+    Repair computes what it expects to need before taking the write lock (models
+    are slow, other servers wait on the lock), then looks again under the lock and
+    computes only what changed in between.
+    """
+
+    def __init__(self, embedder: Embedder, nlp: NLP) -> None:
+        self._embedder, self._nlp = embedder, nlp
+        self._vectors: dict[str, np.ndarray] = {}
+        self._analyses: dict[str, Analysis] = {}
+
+    def embed(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
+        wanted = list(dict.fromkeys(texts))
+        todo = [text for text in wanted if text not in self._vectors]
+        if todo:
+            self._vectors.update(zip(todo, self._embedder.embed_batch(todo)))
+        return {text: self._vectors[text] for text in wanted}
+
+    def analyze(self, texts: Iterable[str]) -> dict[str, Analysis]:
+        wanted = list(dict.fromkeys(texts))
+        todo = [text for text in wanted if text not in self._analyses]
+        if todo:
+            self._analyses.update(zip(todo, self._nlp.analyze_batch(todo)))
+        return {text: self._analyses[text] for text in wanted}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The derived rows that need rebuilding, read in one pass."""
+
+    memories_to_embed: list[db.MemoryRow]
+    entities_to_embed: dict[int, str]
+    unlinked: list[db.MemoryRow]
+
+
+def _plan(conn: apsw.Connection) -> _Plan:
+    rowids = [row[0] for name in ("memory_without_vector", "vector_scope") for row in db.probe(conn, name)]
+    rows = [row for lo in range(0, len(rowids), _CHUNK) for row in db.memory_rows(conn, rowids[lo : lo + _CHUNK])]
+    return _Plan(rows, _entities_to_embed(conn), db.memories_without_links(conn))
+
+
+def _entities_to_embed(conn: apsw.Connection) -> dict[int, str]:
+    """Linked entities whose vector is missing or misfiled (orphans are deleted instead)."""
+    orphans = {row[0] for row in db.probe(conn, "entity_without_links")}
+    ids = [
+        row[0]
+        for name in ("entity_without_vector", "entity_vector_scope")
+        for row in db.probe(conn, name)
+        if row[0] not in orphans
+    ]
+    return {k: v for lo in range(0, len(ids), _CHUNK) for k, v in db.entity_names(conn, ids[lo : lo + _CHUNK]).items()}
+
+
+def _prepare(plan: _Plan, models: _ModelCache) -> None:
+    """Run the models on everything the plan needs, entity names included."""
+    models.embed(row.text for row in plan.memories_to_embed)
+    models.embed(plan.entities_to_embed.values())
+    analyses = models.analyze(row.text for row in plan.unlinked)
+    models.embed(entity.normalized for analysis in analyses.values() for entity in analysis.entities)
+
+
+def _scope(row: db.MemoryRow) -> dict[str, str]:
+    return {key: getattr(row, key) for key in db.SCOPE_KEYS}
+
+
+def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
+    """Rebuild derived rows from ``memories`` in one write transaction; never touches a memory.
+
+    Removes links, vectors and entities that belong to nothing (or to another scope),
+    re-embeds memories and entities whose vector is missing or misfiled, rebuilds the
+    FTS index when it disagrees with ``memories``, relinks memories that have no links
+    but whose text names entities (with the same ``link_entities`` as ``add``), and then
+    drops entities left without links. Safe to run while other servers write.
+    """
+    models = _ModelCache(embedder, nlp)
+    _prepare(_plan(conn), models)  # outside the lock: the models are the slow part
+    with db.write_transaction(conn):
+        removed = 0
+        for name in ("link_without_memory", "link_without_entity", "link_scope"):
+            for memory_rowid, entity_id in db.probe(conn, name):
+                db.delete_link(conn, memory_rowid, entity_id)
+                removed += 1
+        for (rowid,) in db.probe(conn, "vector_without_memory"):
+            db.delete_memory_vector(conn, rowid)
+            removed += 1
+        for (entity_id,) in db.probe(conn, "entity_vector_without_entity"):
+            db.delete_entity_vector(conn, entity_id)
+            removed += 1
+
+        plan = _plan(conn)  # again, under the lock: another process may have written meanwhile
+        _prepare(plan, models)
+        vectors = models.embed(row.text for row in plan.memories_to_embed)
+        for row in plan.memories_to_embed:
+            db.put_memory_vector(conn, row.rowid, vectors[row.text], _scope(row))
+
+        fts_rebuilt = any(db.probe(conn, name) for name in ("memory_without_fts", "fts_without_memory"))
+        fts_rebuilt = fts_rebuilt or db.fts_content_check(conn) is not None
+        if fts_rebuilt:
+            db.rebuild_fts(conn)
+
+        links_before = db.counts(conn)["memory_entities"]
+        analyses = models.analyze(row.text for row in plan.unlinked)
+        for row in plan.unlinked:
+            entities = analyses[row.text].entities
+            if entities:
+                link_entities(conn, row.rowid, _scope(row), entities, models.embed(e.normalized for e in entities))
+        links = db.counts(conn)["memory_entities"] - links_before
+
+        orphans = len(db.probe(conn, "entity_without_links"))
+        db.delete_orphan_entities(conn)
+
+        entities = _entities_to_embed(conn)  # after relinking, which may have created or reused some
+        names = models.embed(entities.values())
+        for entity_id, name in entities.items():
+            db.put_entity_vector(conn, entity_id, names[name])
+    return RepairReport(
+        vectors_rebuilt=len(plan.memories_to_embed) + len(entities),
+        fts_rebuilt=fts_rebuilt,
+        entity_links_rebuilt=links,
+        orphans_removed=removed + orphans,
+        remaining=check(conn),
+    )
+
+
+# --- backup ---------------------------------------------------------------------------
+
+
+def backup(conn: apsw.Connection, destination: Path) -> None:
+    """Copy the open database to a new file with SQLite's online backup API.
+
+    The copy is one consistent snapshot: it is taken in a single backup step, i.e.
+    one read transaction, which WAL lets run while other processes keep writing (a
+    stepwise copy would restart each time another process commits). The result is a
+    self-contained file in rollback-journal mode, passes ``PRAGMA quick_check``, and
+    appears at ``destination`` only when complete (it is written beside it under a
+    temporary name, then renamed). An existing file is never overwritten, and the
+    live database or its ``-wal``/``-shm`` files are refused as destinations.
+    """
+    destination = Path(destination).expanduser().absolute()
+    source = Path(conn.db_filename("main")).absolute()
+    live = {source, *(Path(f"{source}{suffix}") for suffix in ("-wal", "-shm", "-journal"))}
+    if destination.resolve() in {path.resolve() for path in live}:
+        raise InvalidArgument(f"{destination} is the live database; back up to another file")
+    if destination.exists():
+        raise InvalidArgument(f"{destination} already exists; choose a new file name or delete the old backup first")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        target = apsw.Connection(str(partial))
+        try:
+            db.connection_sqlite_vec(target)  # quick_check visits the vec0 tables
+            with target.backup("main", conn, "main") as job:
+                job.step(-1)
+            target.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it
+            problems = [line for line in target.execute("PRAGMA quick_check").fetchall() if line[0] != "ok"]
+            if problems:
+                raise TrimemError(f"the backup copy failed its check ({problems[0][0]}); the source may be damaged")
+        finally:
+            target.close()
+        os.replace(partial, destination)
+    finally:
+        partial.unlink(missing_ok=True)
