@@ -248,12 +248,16 @@ def test_status_reports_versions_models_and_counts(engine: Engine) -> None:
     assert status["counts"]["memories"] == 1
 
 
-def test_importing_store_loads_no_model() -> None:
-    code = (
-        "import sys, store; from store import Engine; "
-        "heavy = [m for m in ('torch', 'spacy', 'sentence_transformers') if m in sys.modules]; "
-        "print(heavy); sys.exit(1 if heavy else 0)"
-    )
+@pytest.mark.parametrize(
+    ("statement", "forbidden"),
+    [
+        ("import store; from store import Engine", ("torch", "spacy", "sentence_transformers")),
+        ("import store.scoring", ("apsw", "torch", "spacy", "sentence_transformers", "numpy")),
+    ],
+)
+def test_imports_load_no_model(statement: str, forbidden: tuple[str, ...]) -> None:
+    """``import store`` stays fast (no model), and the scoring module stays pure (not even apsw)."""
+    code = f"import sys; {statement}; heavy = [m for m in {forbidden!r} if m in sys.modules]; print(heavy); sys.exit(bool(heavy))"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert completed.returncode == 0, completed.stdout + completed.stderr
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -153,16 +150,6 @@ def test_fused_scores_are_bounded_and_gated(semantic, bm25, boosts, threshold, t
         assert details.semantic_score >= threshold
         assert key in semantic
     assert all(score < threshold for _, score in result.below_threshold)
-
-
-def test_scoring_imports_nothing_heavy() -> None:
-    code = (
-        "import sys, store.scoring; "
-        "heavy = [m for m in ('apsw', 'torch', 'spacy', 'sentence_transformers', 'numpy') if m in sys.modules]; "
-        "print(heavy); sys.exit(1 if heavy else 0)"
-    )
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
 
 
 def test_entity_share_can_be_declared_when_boosts_cover_only_candidates() -> None:
