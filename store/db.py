@@ -341,36 +341,41 @@ def insert_memory(conn: apsw.Connection, memory: NewMemory) -> int:
     return rowid
 
 
+def delete_memory_vector(conn: apsw.Connection, rowid: int) -> None:
+    """Drop one memory vector (orphaned, or about to be rewritten)."""
+    conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
+
+
 def put_memory_vector(conn: apsw.Connection, rowid: int, embedding: np.ndarray, scope: dict[str, str]) -> None:
     """Insert or replace a memory's vector (vec0 has no upsert, so delete first)."""
-    conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
+    delete_memory_vector(conn, rowid)
     conn.execute(
         "INSERT INTO memory_vectors(memory_rowid, embedding, user_id, agent_id, run_id) VALUES (?, ?, ?, ?, ?)",
         (rowid, vector_blob(embedding), *(scope.get(key, "") for key in SCOPE_KEYS)),
     )
 
 
-def update_memory_row(
-    conn: apsw.Connection,
-    rowid: int,
-    *,
-    text: str,
-    text_lemmatized: str,
-    text_hash: str,
-    metadata: dict[str, Any],
-    updated_at: str,
+def update_memory_text(
+    conn: apsw.Connection, rowid: int, *, text: str, text_lemmatized: str, text_hash: str, updated_at: str
 ) -> None:
-    """Rewrite text and metadata; the FTS trigger re-indexes the lemmatized text."""
+    """Rewrite a memory's text; the FTS trigger re-indexes the lemmatized text."""
     conn.execute(
-        "UPDATE memories SET text = ?, text_lemmatized = ?, hash = ?, metadata = ?, updated_at = ? "
-        "WHERE rowid = ?",
-        (text, text_lemmatized, text_hash, json.dumps(metadata, ensure_ascii=False), updated_at, rowid),
+        "UPDATE memories SET text = ?, text_lemmatized = ?, hash = ?, updated_at = ? WHERE rowid = ?",
+        (text, text_lemmatized, text_hash, updated_at, rowid),
+    )
+
+
+def update_memory_metadata(conn: apsw.Connection, rowid: int, metadata: dict[str, Any], updated_at: str) -> None:
+    """Replace a memory's metadata; leaves the text and its index alone."""
+    conn.execute(
+        "UPDATE memories SET metadata = ?, updated_at = ? WHERE rowid = ?",
+        (json.dumps(metadata, ensure_ascii=False), updated_at, rowid),
     )
 
 
 def delete_memory_row(conn: apsw.Connection, rowid: int) -> None:
     """Delete a memory, its vector, its FTS row (trigger) and links (cascade), then orphaned entities."""
-    conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
+    delete_memory_vector(conn, rowid)
     conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
     delete_orphan_entities(conn)
 
@@ -436,11 +441,23 @@ def insert_entity(
         (*values, text, normalized, entity_type),
     )
     entity_id = conn.last_insert_rowid()
-    conn.execute(
-        "INSERT INTO entity_vectors(entity_id, embedding, user_id, agent_id, run_id) VALUES (?, ?, ?, ?, ?)",
-        (entity_id, vector_blob(embedding), *values),
-    )
+    put_entity_vector(conn, entity_id, embedding)
     return entity_id
+
+
+def delete_entity_vector(conn: apsw.Connection, entity_id: int) -> None:
+    """Drop one entity vector (orphaned, or about to be rewritten)."""
+    conn.execute("DELETE FROM entity_vectors WHERE entity_id = ?", (entity_id,))
+
+
+def put_entity_vector(conn: apsw.Connection, entity_id: int, embedding: np.ndarray) -> None:
+    """Write an entity's vector with the entity's own scope."""
+    delete_entity_vector(conn, entity_id)
+    conn.execute(
+        "INSERT INTO entity_vectors(entity_id, embedding, user_id, agent_id, run_id) "
+        "SELECT id, ?, user_id, agent_id, run_id FROM entities WHERE id = ?",
+        (vector_blob(embedding), entity_id),
+    )
 
 
 def link_entity(conn: apsw.Connection, memory_rowid: int, entity_id: int) -> None:
@@ -774,24 +791,13 @@ def memories_without_links(conn: apsw.Connection) -> list[MemoryRow]:
     ]
 
 
-def delete_memory_vector(conn: apsw.Connection, rowid: int) -> None:
-    """Drop one memory vector (orphaned, or about to be rewritten)."""
-    conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
 
 
-def delete_entity_vector(conn: apsw.Connection, entity_id: int) -> None:
-    """Drop one entity vector (orphaned, or about to be rewritten)."""
-    conn.execute("DELETE FROM entity_vectors WHERE entity_id = ?", (entity_id,))
 
 
-def put_entity_vector(conn: apsw.Connection, entity_id: int, embedding: np.ndarray) -> None:
-    """Write an entity's vector with the entity's own scope."""
-    conn.execute("DELETE FROM entity_vectors WHERE entity_id = ?", (entity_id,))
-    conn.execute(
-        "INSERT INTO entity_vectors(entity_id, embedding, user_id, agent_id, run_id) "
-        "SELECT id, ?, user_id, agent_id, run_id FROM entities WHERE id = ?",
-        (vector_blob(embedding), entity_id),
-    )
+
+
+
 
 
 def delete_link(conn: apsw.Connection, memory_rowid: int, entity_id: int) -> None:

@@ -227,26 +227,25 @@ class Engine:
             row = self._get_row(memory_id, scope)  # it may have changed while the models ran
             own_scope = {key: getattr(row, key) for key in db.SCOPE_KEYS}
             final_text = row.text if analysis is None else new_text
-            final_hash = normalized_hash(final_text)
-            twin = db.find_by_hash(self._conn, own_scope, final_hash)
-            if twin is not None and twin.rowid != row.rowid:
-                raise InvalidArgument(f"that text is already stored as memory '{twin.id}'; delete one of them instead")
-            db.update_memory_row(
-                self._conn,
-                row.rowid,
-                text=final_text,
-                text_lemmatized=analysis.lemmatized if analysis else self._lemmatized(row.rowid),
-                text_hash=final_hash,
-                metadata=row.metadata if new_metadata is None else new_metadata,
-                updated_at=stamp,
-            )
+            final_metadata = row.metadata if new_metadata is None else new_metadata
             if analysis is not None:
+                final_hash = normalized_hash(final_text)
+                twin = db.find_by_hash(self._conn, own_scope, final_hash)
+                if twin is not None and twin.rowid != row.rowid:
+                    raise InvalidArgument(
+                        f"that text is already stored as memory '{twin.id}'; delete one of them instead"
+                    )
+                db.update_memory_text(
+                    self._conn, row.rowid, text=final_text, text_lemmatized=analysis.lemmatized,
+                    text_hash=final_hash, updated_at=stamp,
+                )
                 db.put_memory_vector(self._conn, row.rowid, embedding, own_scope)
                 db.unlink_entities(self._conn, row.rowid)
                 link_entities(self._conn, row.rowid, own_scope, analysis.entities, entity_vectors)
+            db.update_memory_metadata(self._conn, row.rowid, final_metadata, stamp)
             db.add_history(
                 self._conn, row, "UPDATE", old_text=row.text, new_text=final_text,
-                old_metadata=row.metadata, new_metadata=row.metadata if new_metadata is None else new_metadata,
+                old_metadata=row.metadata, new_metadata=final_metadata,
                 at=stamp,
             )
             return retrieval.to_memory(self._get_row(memory_id, scope))
@@ -284,10 +283,6 @@ class Engine:
         names = list(dict.fromkeys(e.normalized for a in analyses for e in a.entities))
         vectors = self.embedder.embed_batch([*texts, *names])
         return vectors[: len(texts)], dict(zip(names, vectors[len(texts) :]))
-
-    def _lemmatized(self, rowid: int) -> str:
-        (value,) = self._conn.execute("SELECT text_lemmatized FROM memories WHERE rowid = ?", (rowid,)).fetchone()
-        return value
 
     # --- reads --------------------------------------------------------------------------
 

@@ -119,10 +119,11 @@ def entity_boosts(
     active = False
     for query_entity, vector in zip(prepared.entities, prepared.entity_embeddings):
         hits = db.knn_entities(conn, vector, request.scope, scoring.ENTITY_SEARCH_LIMIT)
+        scored = ((entity_id, text, scoring.similarity_from_distance(distance)) for entity_id, text, distance in hits)
         similar = {
-            entity_id: (text, scoring.similarity_from_distance(distance))
-            for entity_id, text, distance in hits
-            if scoring.similarity_from_distance(distance) >= scoring.ENTITY_MATCH_THRESHOLD
+            entity_id: (text, similarity)
+            for entity_id, text, similarity in scored
+            if similarity >= scoring.ENTITY_MATCH_THRESHOLD
         }
         linked, links, exists = db.entity_links(
             conn, list(similar), request.filter_sql, request.filter_params, among
