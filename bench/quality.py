@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 from bench import locomo, metrics, report  # noqa: E402
 from store import Config, Engine, load_config, retrieval, scoring  # noqa: E402
-from store.embeddings import Embedder, SentenceTransformerEmbedder  # noqa: E402
+from store.embeddings import Embedder, open_embedder  # noqa: E402
 from store.engine import MemoryInput  # noqa: E402
 from store.nlp import NLP  # noqa: E402
 from store.validation import check_scope  # noqa: E402
@@ -409,7 +409,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     parser.add_argument("--db", type=Path, default=report.RESULTS / "locomo.db", help="benchmark database file")
     parser.add_argument("--reuse-db", action="store_true", help="keep an existing database (stored turns are not embedded again)")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--threads", type=int, default=1, help="inference threads")
+    parser.add_argument("--backend", default="", help="embedding backend (default: the configuration's)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
 
@@ -427,7 +428,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{args.db}{suffix}").unlink(missing_ok=True)
     base = load_config(environ={}).replace("store", db_path=str(args.db))
-    embedder = SentenceTransformerEmbedder(threads=args.threads)
+    store = base.store
+    embedder = open_embedder(
+        store.embedding_model, args.backend or store.embedding_backend,  # type: ignore[arg-type]
+        cache_dir=base.model_cache_dir, threads=args.threads,
+    )
     nlp = NLP()
     embedder.load()
     nlp.load()
@@ -440,7 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for case in result.failures:
             handle.write(json.dumps(case, ensure_ascii=False) + "\n")
 
-    environment = report.environment({"spaCy pipeline": nlp.tier, "torch threads": str(args.threads)})
+    environment = report.environment(
+        {"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend, "inference threads": str(args.threads)}
+    )
     section = markdown(result, report.command_line(), environment, args.data)
     print(section)
     print(f"failure cases: {failures_path} ({len(result.failures)}); total {time.perf_counter() - started:.0f} s",

@@ -36,7 +36,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 from bench import coldstart, locomo, report  # noqa: E402
 from bench.stages import ADD_STAGES, SEARCH_STAGES, StageClock  # noqa: E402
 from store import Config, Engine, load_config, scoring  # noqa: E402
-from store.embeddings import SentenceTransformerEmbedder  # noqa: E402
+from store.embeddings import Embedder, open_embedder  # noqa: E402
 from store.engine import MemoryInput  # noqa: E402
 from store.nlp import NLP  # noqa: E402
 from store.validation import normalized_hash  # noqa: E402
@@ -104,7 +104,7 @@ class Replay:
     """
 
     def __init__(
-        self, embedder: SentenceTransformerEmbedder, nlp: NLP, base_of: dict[str, str], sigma: float = 0.0073
+        self, embedder: Embedder, nlp: NLP, base_of: dict[str, str], sigma: float = 0.0073
     ) -> None:
         self.name, self.dimension = embedder.name, embedder.dimension
         self._embedder, self._nlp, self._base_of, self._sigma = embedder, nlp, base_of, sigma
@@ -231,7 +231,7 @@ def file_bytes(path: Path) -> int:
 
 
 def search_runs(
-    base: Config, embedder: SentenceTransformerEmbedder, nlp: NLP, sizes: Sequence[int], questions: Sequence[str]
+    base: Config, embedder: Embedder, nlp: NLP, sizes: Sequence[int], questions: Sequence[str]
 ) -> list[SearchRun]:
     """Grow one scope through every size; measure search and floors at each.
 
@@ -428,8 +428,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="questions timed per size")
     parser.add_argument("--singles", type=int, default=100, help="single adds timed")
     parser.add_argument("--batch", type=int, default=1000, help="memories in the add_many batch")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: the config's)")
-    parser.add_argument("--compare-threads", type=int, default=2, help="also time adds at this many threads (0: no)")
+    parser.add_argument("--threads", type=int, default=0, help="inference threads (default: the config's)")
+    parser.add_argument("--compare-backend", default="torch",
+                        help="also time adds with this embedding backend, as the baseline ('' for none)")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: search, add, coldstart")
     parser.add_argument("--db", type=Path, default=report.RESULTS / "speed.db", help="search benchmark database")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -438,8 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report.RESULTS.mkdir(parents=True, exist_ok=True)
     base = load_config(environ={})
-    threads = args.threads or base.store.torch_threads
-    embedder = SentenceTransformerEmbedder(threads=threads)
+    threads = args.threads or base.store.inference_threads
+    base = base.replace("store", inference_threads=threads)
+    embedder = backend_embedder(base, base.store.embedding_backend)
     nlp = NLP()
     embedder.load()
     nlp.load()
@@ -458,30 +460,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         _remove(add_db)
         texts = corpus(samples, 2 * (args.singles + args.batch + 1))
         with Engine(base.replace("store", db_path=str(add_db)), embedder=embedder, nlp=nlp) as engine:
-            adds[f"{threads} torch thread{'s' * (threads > 1)}"] = measure_add(
-                engine, texts, args.singles, args.batch, "t1"
-            )
-            if args.compare_threads and args.compare_threads != threads:
-                import torch
-
-                torch.set_num_threads(args.compare_threads)
-                rest = texts[args.singles + args.batch + 1 :]
-                adds[f"{args.compare_threads} torch threads"] = measure_add(
-                    engine, rest, args.singles, args.batch, "t2"
-                )
-                torch.set_num_threads(threads)
+            adds[f"{embedder.backend} (default)"] = measure_add(engine, texts, args.singles, args.batch, "a1")
+        if args.compare_backend and args.compare_backend != base.store.embedding_backend:
+            baseline = backend_embedder(base, args.compare_backend)
+            baseline.load()
+            rest = texts[args.singles + args.batch + 1 :]
+            with Engine(base.replace("store", db_path=str(add_db)), embedder=baseline, nlp=nlp) as engine:
+                adds[f"{baseline.backend} (baseline)"] = measure_add(engine, rest, args.singles, args.batch, "a2")
         print("  add measured", file=sys.stderr, flush=True)
 
     cold = ""
     if "coldstart" not in skip:
         cold = coldstart.markdown(coldstart.measure())
 
-    environment = report.environment({"spaCy pipeline": nlp.tier, "torch threads": str(threads)})
+    environment = report.environment(
+        {"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend, "inference threads": str(threads)}
+    )
     section = markdown(runs, adds, cold, report.command_line(), environment, len(questions))
     print(section)
     if not args.no_doc:
         report.write_section("speed", section)
     return 0
+
+
+def backend_embedder(config: Config, backend: str) -> Embedder:
+    """The configured model on ``backend``, with the configuration's model cache and threads."""
+    store = config.store
+    return open_embedder(
+        store.embedding_model, backend, cache_dir=config.model_cache_dir, threads=store.inference_threads  # type: ignore[arg-type]
+    )
 
 
 def _remove(path: Path) -> None:

@@ -1,9 +1,9 @@
-"""The MCP server: trimem's engine behind eight tools, over stdio or streamable HTTP.
+"""The MCP server: trimem's engine behind nine tools, over stdio or streamable HTTP.
 
 ``build_server(config)`` returns an ``MCPServer`` whose lifespan opens one ``Engine``
-and starts loading the models in a background thread, so the ``initialize`` answer
-never waits for torch or spaCy; the first tool call that needs a model waits for that
-load instead. Each tool validates its arguments through its type hints, applies the
+and loads the models in a background thread, so the ``initialize`` answer never waits
+for the database, ONNX Runtime or spaCy; the first tool call waits only for what it
+needs that is still loading. Each tool validates its arguments through its type hints, applies the
 default scope, makes one ``Engine`` call and shapes the result (``models.py``): no SQL
 and no scoring here.
 """
@@ -17,8 +17,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -26,8 +25,10 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from store.config import Config
-from store.engine import Engine
 from store.errors import TrimemError
+
+if TYPE_CHECKING:
+    from store.engine import Engine
 
 from . import default_scope
 from .models import (
@@ -56,14 +57,53 @@ With no user_id, agent_id or run_id, every tool works on the default user's memo
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 
 
-@dataclass(frozen=True)
 class State:
-    """What the lifespan hands every tool call."""
+    """What the lifespan hands every tool call: the engine, opened and warmed in the background.
 
-    engine: Engine
+    ``initialize`` is answered while a thread opens the database and loads the models, so
+    the handshake costs no more than a bare server's; a tool call waits only for what is
+    still loading. A failure to open the database is that call's error, not a dead server.
+    """
+
+    def __init__(self, config: Config, open_engine: "Callable[[Config], Engine] | None") -> None:
+        self._config = config
+        self._open_engine = open_engine
+        self._engine: "Engine | None" = None
+        self._error: TrimemError | None = None
+        self._opened = threading.Event()
+        threading.Thread(target=self._start, name="trimem-start", daemon=True).start()
+
+    def _start(self) -> None:
+        try:
+            if self._open_engine is None:
+                from store.engine import Engine  # numpy and apsw load here, after the handshake began
+
+                self._open_engine = Engine
+            self._engine = self._open_engine(self._config)
+        except TrimemError as exc:
+            log.error("%s", exc)
+            self._error = exc
+            return
+        finally:
+            self._opened.set()
+        log.info("trimem serving %s", self._engine.path)
+        warm_up(self._engine)
+
+    def engine(self) -> "Engine":
+        """The open engine, waiting for it if start-up is still opening the database."""
+        self._opened.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._engine is not None
+        return self._engine
+
+    def close(self) -> None:
+        self._opened.wait()
+        if self._engine is not None:
+            self._engine.close()
 
 
-def warm_up(engine: Engine) -> None:
+def warm_up(engine: "Engine") -> None:
     """Load the models now, so the first search does not pay for it.
 
     A failure is logged, not raised: this thread only saves time, and the first tool call
@@ -78,19 +118,17 @@ def warm_up(engine: Engine) -> None:
 
 
 def lifespan(
-    config: Config, open_engine: Callable[[Config], Engine]
+    config: Config, open_engine: "Callable[[Config], Engine] | None"
 ) -> Callable[[MCPServer[State]], AbstractAsyncContextManager[State]]:
-    """Open the engine for the server's lifetime and warm the models in the background."""
+    """Start opening the engine for the server's lifetime; close it at the end."""
 
     @asynccontextmanager
     async def run(_server: MCPServer[State]) -> AsyncIterator[State]:
-        engine = open_engine(config)
-        log.info("trimem serving %s", engine.path)
-        threading.Thread(target=warm_up, args=(engine,), name="trimem-warm-up", daemon=True).start()
+        state = State(config, open_engine)
         try:
-            yield State(engine)
+            yield state
         finally:
-            engine.close()
+            state.close()
 
     return run
 
@@ -114,9 +152,9 @@ def engine_errors(fn: ToolFn) -> ToolFn:
     return wrapper  # type: ignore[return-value]
 
 
-def engine_of(ctx: Context) -> Engine:
+def engine_of(ctx: Context) -> "Engine":
     state: State = ctx.request_context.lifespan_context
-    return state.engine
+    return state.engine()
 
 
 # Argument types shared by the tools; descriptions are what the model reads.
@@ -154,7 +192,7 @@ class Message(BaseModel):
     name: str | None = Field(default=None, description="The speaker's name, stored as actor_id.")
 
 
-def build_server(config: Config, open_engine: Callable[[Config], Engine] = Engine) -> MCPServer[State]:
+def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None" = None) -> MCPServer[State]:
     """The MCP server for ``config``; ``open_engine`` lets tests share loaded models."""
     server: MCPServer[State] = MCPServer(
         "trimem",

@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .errors import InvalidArgument
 
@@ -23,12 +23,18 @@ _PACKAGED_DEFAULTS = Path(__file__).with_name("default.toml")
 _CHECKOUT_DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "default.toml"
 
 
+EmbeddingBackend = Literal["onnx", "onnx-int8", "torch"]
+EMBEDDING_BACKENDS: tuple[str, ...] = get_args(EmbeddingBackend)
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     db_path: str
     embedding_model: str
     spacy_pipeline: str
-    torch_threads: int
+    embedding_backend: EmbeddingBackend
+    model_cache: str
+    inference_threads: int
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,13 @@ class Config:
         if self.store.db_path:
             return Path(self.store.db_path).expanduser()
         return data_dir() / "memories.db"
+
+    @property
+    def model_cache_dir(self) -> Path:
+        """Where exported model copies live: the configured folder, else ``models`` in the data folder."""
+        if self.store.model_cache:
+            return Path(self.store.model_cache).expanduser()
+        return data_dir() / "models"
 
     def replace(self, section: str, **values: Any) -> Config:
         """A copy with some keys of one section changed (flags, tests, benchmark ablations)."""
@@ -153,6 +166,12 @@ def _build(raw: dict[str, dict[str, Any]]) -> Config:
 def _check(config: Config) -> None:
     """Refuse values that would make every search fail later with a worse message."""
     search, limits = config.search, config.limits
+    if config.store.embedding_backend not in EMBEDDING_BACKENDS:
+        raise InvalidArgument(
+            f"embedding_backend must be one of {', '.join(EMBEDDING_BACKENDS)}, got {config.store.embedding_backend!r}"
+        )
+    if config.store.inference_threads < 1:
+        raise InvalidArgument(f"inference_threads must be at least 1, got {config.store.inference_threads}")
     if not 0.0 <= search.threshold <= 1.0:
         raise InvalidArgument(f"threshold must be between 0 and 1, got {search.threshold}")
     if search.candidate_pool not in ("semantic", "union"):

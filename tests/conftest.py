@@ -13,24 +13,32 @@ from pathlib import Path
 import pytest
 
 from store import Config, Engine, load_config
-from store.embeddings import SentenceTransformerEmbedder
+from store.embeddings import OnnxEmbedder
 from store.nlp import NLP
 
 
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for the exported ONNX model, shared by every test and child process, so the
+    model is exported once per test session, as once per installation for a user."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
 @pytest.fixture(autouse=True)
-def trimem_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def trimem_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: Path) -> Path:
     """Keep every test's data, and anything a child process writes, in a temporary folder."""
     home = tmp_path / "trimem-home"
     monkeypatch.setenv("TRIMEM_HOME", str(home))
+    monkeypatch.setenv("TRIMEM_MODEL_CACHE", str(model_cache))
     for name in ("TRIMEM_DB_PATH", "TRIMEM_USER_ID"):
         monkeypatch.delenv(name, raising=False)
     return home
 
 
 @pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    """The real all-MiniLM-L6-v2, loaded once."""
-    model = SentenceTransformerEmbedder()
+def embedder(model_cache: Path) -> OnnxEmbedder:
+    """The real all-MiniLM-L6-v2 on the default backend (ONNX Runtime), loaded once."""
+    model = OnnxEmbedder(cache_dir=model_cache)
     model.load()
     return model
 
@@ -49,19 +57,19 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def config(db_path: Path) -> Config:
-    return load_config(environ={}).replace("store", db_path=str(db_path))
+def config(db_path: Path, model_cache: Path) -> Config:
+    return load_config(environ={}).replace("store", db_path=str(db_path), model_cache=str(model_cache))
 
 
 @pytest.fixture
-def engine(config: Config, embedder: SentenceTransformerEmbedder, nlp: NLP) -> Iterator[Engine]:
+def engine(config: Config, embedder: OnnxEmbedder, nlp: NLP) -> Iterator[Engine]:
     """A fresh engine on its own database file, sharing the session's models."""
     with Engine(config, embedder=embedder, nlp=nlp) as instance:
         yield instance
 
 
 @pytest.fixture
-def engine_factory(embedder: SentenceTransformerEmbedder, nlp: NLP) -> Callable[[Config], Engine]:
+def engine_factory(embedder: OnnxEmbedder, nlp: NLP) -> Callable[[Config], Engine]:
     """Opens an engine on any configuration with the session's models: what the MCP server's
     lifespan and the CLI are given in tests, so they skip the model load."""
     return lambda config: Engine(config, embedder=embedder, nlp=nlp)

@@ -228,6 +228,7 @@ async def test_a_crash_is_a_tool_error_and_the_next_call_works(
     def crash(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("disk on fire")
 
+    await call(client, "list_memories")  # the engine opens in the background from start-up
     [engine] = opened
     monkeypatch.setattr(engine, "search", crash)
     message = await fail(client, "search_memory", query="anything")

@@ -217,9 +217,9 @@ def test_backup_restores_to_the_same_memories(engine: Engine, tmp_path: Path, em
 
 
 @pytest.fixture(scope="module")
-def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+def fork_server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[ForkServer]:
     """One zygote with the models loaded, forking writer processes for the tests below."""
-    with ForkServer(tmp_path_factory.mktemp("forkserver") / "stderr.txt") as server:
+    with ForkServer(tmp_path_factory.mktemp("forkserver") / "stderr.txt", model_cache) as server:
         yield server
 
 

@@ -137,11 +137,12 @@ def zygote() -> None:
     """Load the models, then fork one worker per command line until stdin closes."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # forking after the tokenizer ran
     from store import load_config
-    from store.embeddings import SentenceTransformerEmbedder
+    from store.embeddings import open_embedder
     from store.nlp import NLP
 
-    config = load_config(environ={})
-    embedder = SentenceTransformerEmbedder(config.store.embedding_model, threads=1)
+    config = load_config(environ={"TRIMEM_MODEL_CACHE": os.environ["TRIMEM_MODEL_CACHE"]})
+    store = config.store
+    embedder = open_embedder(store.embedding_model, store.embedding_backend, cache_dir=config.model_cache_dir, threads=1)
     nlp = NLP(config.store.spacy_pipeline or None)
     embedder.embed_batch(["warm up"])
     nlp.analyze("Alice warmed up in Paris")
@@ -199,9 +200,12 @@ class Worker:
 class ForkServer:
     """Starts the zygote and turns its output lines into ``Worker`` records."""
 
-    def __init__(self, stderr_path: Path, load_timeout: float = 300.0) -> None:
+    def __init__(self, stderr_path: Path, model_cache: Path, load_timeout: float = 300.0) -> None:
         self._stderr = open(stderr_path, "w+")
-        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
+            "TRIMEM_MODEL_CACHE": str(model_cache),
+        }
         self._proc = subprocess.Popen(
             [sys.executable, __file__],
             stdin=subprocess.PIPE,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from forkserver import ForkServer
@@ -24,8 +25,8 @@ WRITES = int(os.environ.get("TRIMEM_STRESS_WRITES", "200"))
 
 
 @pytest.fixture(scope="module")
-def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
-    with ForkServer(tmp_path_factory.mktemp("forkserver") / "stderr.txt") as server:
+def fork_server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[ForkServer]:
+    with ForkServer(tmp_path_factory.mktemp("forkserver") / "stderr.txt", model_cache) as server:
         yield server
 
 

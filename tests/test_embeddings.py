@@ -1,0 +1,114 @@
+"""The embedding backends: ONNX Runtime gives sentence-transformers' vectors, a warm start never
+imports torch, and a damaged model cache is rebuilt rather than used."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from store import Engine, load_config
+from store.embeddings import OnnxEmbedder, SentenceTransformerEmbedder, open_embedder
+
+SENTENCES = [
+    "hi",
+    "Ana is allergic to peanuts",
+    "What did Caroline research about adoption agencies?",
+    "Order A1B2 shipped on 2026-11-30 to 221B Baker Street, London.",
+    # past the model's 256-token limit: both sides must truncate the same way
+    "Melanie: we went camping by the lake and the kids roasted marshmallows all night long. " * 30,
+    "Ana trabaja como enfermera en el hospital Santa María de Lisboa.",
+    "Ana arbeitet als Krankenschwester im Krankenhaus.",
+    "安娜在里斯本的圣玛丽亚医院当护士。",
+    "東京に住んでいて、毎朝コーヒーを飲みます。",
+    "أنا أعمل في المستشفى منذ عشر سنوات",
+    "Привет! Как дела? 🙂",
+]
+
+
+@pytest.fixture(scope="module")
+def reference() -> SentenceTransformerEmbedder:
+    """sentence-transformers itself (torch), the source of truth for the vectors."""
+    model = SentenceTransformerEmbedder()
+    model.load()
+    return model
+
+
+def test_onnx_vectors_match_sentence_transformers(embedder: OnnxEmbedder, reference: SentenceTransformerEmbedder):
+    onnx, torch = embedder.embed_batch(SENTENCES), reference.embed_batch(SENTENCES)
+    assert onnx.shape == torch.shape == (len(SENTENCES), 384)
+    cosines = np.sum(onnx * torch, axis=1)
+    assert cosines.min() >= 0.999, dict(zip(SENTENCES, cosines))
+    # one at a time (no padding) gives the same vectors as a padded batch
+    singles = np.vstack([embedder.embed_batch([text]) for text in SENTENCES])
+    assert np.sum(singles * onnx, axis=1).min() >= 0.9999
+    assert embedder.backend == "onnx-fp32" and reference.backend == "torch"
+
+
+def test_a_warm_start_never_imports_torch(embedder: OnnxEmbedder, model_cache: Path, tmp_path: Path):
+    """A second process (the model is already exported) adds and searches without torch."""
+    program = textwrap.dedent(
+        f"""
+        import sys
+        from store import Engine, load_config
+        config = load_config(environ={{}}).replace(
+            "store", db_path={str(tmp_path / "warm.db")!r}, model_cache={str(model_cache)!r})
+        with Engine(config) as engine:
+            engine.add("Ana is allergic to peanuts", user_id="ana")
+            [hit] = engine.search("What is Ana allergic to?", user_id="ana")
+            print(engine.status()["embedding_backend"], hit.memory.text, "torch" in sys.modules)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["onnx-fp32", "Ana", "is", "allergic", "to", "peanuts", "False"]
+
+
+def cache_copy(model_cache: Path, into: Path) -> tuple[Path, Path]:
+    """A private copy of the session's model cache, and the paths of its graph and sidecar."""
+    shutil.copytree(model_cache, into)
+    [graph] = into.glob("*.onnx")
+    return graph, graph.with_suffix(".json")
+
+
+def damage_graph(graph: Path, sidecar: Path) -> None:
+    graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])  # a half-written file
+
+
+def drift_probe(graph: Path, sidecar: Path) -> None:
+    recorded = json.loads(sidecar.read_text())
+    recorded["probe_vector"] = list(-np.asarray(recorded["probe_vector"]))  # no longer the graph's vector
+    sidecar.write_text(json.dumps(recorded))
+
+
+def remove_graph(graph: Path, sidecar: Path) -> None:
+    graph.unlink()
+
+
+@pytest.mark.parametrize("damage", [damage_graph, drift_probe, remove_graph])
+def test_a_damaged_cache_is_rebuilt_not_used(embedder: OnnxEmbedder, model_cache: Path, tmp_path: Path, damage):
+    graph, sidecar = cache_copy(model_cache, tmp_path / "cache")
+    good_size = graph.stat().st_size
+    damage(graph, sidecar)
+    rebuilt = OnnxEmbedder(cache_dir=tmp_path / "cache")
+    vectors = rebuilt.embed_batch(SENTENCES[:4])
+    assert np.sum(vectors * embedder.embed_batch(SENTENCES[:4]), axis=1).min() >= 0.9999
+    assert graph.stat().st_size == good_size
+    probe = json.loads(sidecar.read_text())["probe_vector"]
+    assert np.allclose(probe, json.loads((model_cache / sidecar.name).read_text())["probe_vector"], atol=1e-4)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(p.name for p in model_cache.iterdir())
+
+
+def test_the_backend_is_a_setting(config, nlp, model_cache: Path):
+    assert open_embedder("", "torch", cache_dir=model_cache, threads=1).backend == "torch"
+    assert open_embedder("", "onnx-int8", cache_dir=model_cache, threads=1).backend == "onnx-int8"
+    with Engine(config.replace("store", embedding_backend="torch"), nlp=nlp) as engine:
+        assert engine.status()["embedding_backend"] == "torch"
+    with pytest.raises(Exception, match="embedding_backend must be one of onnx, onnx-int8, torch"):
+        load_config(environ={"TRIMEM_EMBEDDING_BACKEND": "tensorflow"})
