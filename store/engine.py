@@ -79,6 +79,8 @@ class Engine:
             cache_dir=config.model_cache_dir, threads=store.inference_threads,
         )
         self.nlp = nlp or NLP(config.store.spacy_pipeline or None)
+        # Embeddings run here beside the NLP pipeline on the calling thread (see _analyse_and_embed).
+        self._side = ThreadPoolExecutor(1, thread_name_prefix="trimem-embed")
         self.path = config.database
         self._lock = threading.RLock()
         self._conn = db.connect(self.path)
@@ -86,6 +88,7 @@ class Engine:
 
     def close(self) -> None:
         """Close the database connection."""
+        self._side.shutdown()
         with self._lock:
             self._conn.close()
 
@@ -170,8 +173,7 @@ class Engine:
         with self._lock:
             existing = {h: db.find_by_hash(self._conn, scope, h) for h in first}
         fresh = [i for h, i in first.items() if existing[h] is None]
-        analyses = self.nlp.analyze_batch([texts[i] for i in fresh])
-        embeddings, entity_vectors = self._embed_with_entities([texts[i] for i in fresh], analyses)
+        analyses, embeddings, entity_vectors = self._analyse_and_embed([texts[i] for i in fresh])
 
         stamp = now()
         written: dict[str, db.MemoryRow] = {}
@@ -226,8 +228,7 @@ class Engine:
         row = self._get_row(memory_id, scope)
         analysis: Analysis | None = None
         if new_text is not None and new_text != row.text:
-            (analysis,) = self.nlp.analyze_batch([new_text])
-            (embedding,), entity_vectors = self._embed_with_entities([new_text], [analysis])
+            (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([new_text])
         stamp = now()
         with self._lock, db.write_transaction(self._conn):
             row = self._get_row(memory_id, scope)  # it may have changed while the models ran
@@ -282,13 +283,13 @@ class Engine:
             old_metadata=row.metadata, new_metadata=None, at=now(),
         )
 
-    def _embed_with_entities(
-        self, texts: list[str], analyses: Sequence[Analysis]
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Embed texts and their distinct entities in one model batch."""
+    def _analyse_and_embed(self, texts: list[str]) -> tuple[list[Analysis], np.ndarray, dict[str, np.ndarray]]:
+        """Analyse texts with the NLP pipeline while they embed on the side thread (ONNX Runtime
+        releases the GIL, so both cores work), then embed their distinct entities in one batch."""
+        text_vectors = self._side.submit(self.embedder.embed_batch, texts)
+        analyses = self.nlp.analyze_batch(texts)
         names = list(dict.fromkeys(e.normalized for a in analyses for e in a.entities))
-        vectors = self.embedder.embed_batch([*texts, *names])
-        return vectors[: len(texts)], dict(zip(names, vectors[len(texts) :]))
+        return analyses, text_vectors.result(), dict(zip(names, self.embedder.embed_batch(names)))
 
     # --- reads --------------------------------------------------------------------------
 
@@ -387,7 +388,7 @@ class Engine:
             show_expired=bool(show_expired),
             options=options,
         )
-        prepared = retrieval.prepare(query, self.nlp, self.embedder, options)
+        prepared = retrieval.prepare(query, self.nlp, self.embedder, options, self._side)
         with self._lock:
             return retrieval.run(self._conn, prepared, request, explain=details)
 

@@ -11,6 +11,7 @@ the query analysis records which signals ran.
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,8 +66,10 @@ class Signals:
 # --- 1. prepare -------------------------------------------------------------------------
 
 
-def prepare(query: str, nlp: NLP, embedder: Embedder, options: SearchConfig) -> PreparedQuery:
-    """Lemmatize, extract entities and embed the query (and its entities) in one batch."""
+def prepare(query: str, nlp: NLP, embedder: Embedder, options: SearchConfig, side: Executor) -> PreparedQuery:
+    """Lemmatize and extract entities while the query embeds on the ``side`` thread, then embed
+    the entities. ONNX Runtime releases the GIL while it computes, so both cores work."""
+    query_vector = side.submit(embedder.embed_batch, [query])
     analysis = nlp.analyze(query)
     entities: list[str] = []
     if options.use_entities:
@@ -74,12 +77,12 @@ def prepare(query: str, nlp: NLP, embedder: Embedder, options: SearchConfig) -> 
             if entity.normalized and entity.normalized not in entities:
                 entities.append(entity.normalized)
         entities = entities[: scoring.MAX_QUERY_ENTITIES]
-    vectors = embedder.embed_batch([query, *entities])
+    entity_vectors = embedder.embed_batch(entities)
     return PreparedQuery(
         terms=analysis.lemmatized.split(),
         entities=entities,
-        embedding=vectors[0],
-        entity_embeddings=vectors[1:],
+        embedding=query_vector.result()[0],
+        entity_embeddings=entity_vectors,
     )
 
 
