@@ -26,12 +26,16 @@ class Memory:
     expiration_date: str | None
 
 
+AddEvent = Literal["ADD", "DUPLICATE"]
+HistoryEventKind = Literal["ADD", "UPDATE", "DELETE"]
+
+
 @dataclass(frozen=True)
 class AddedMemory:
     """One result of ``add``: ``ADD`` when stored now, ``DUPLICATE`` when the same normalised
     text was already stored in this scope (the existing memory is returned)."""
 
-    event: Literal["ADD", "DUPLICATE"]
+    event: AddEvent
     memory: Memory
 
 
@@ -73,6 +77,10 @@ class QueryAnalysis:
     filters_applied: bool
 
 
+DropReason = Literal["below_threshold", "expired", "filtered"]
+"""Why ``explain`` left a candidate out; the MCP output model imports this, never a copy."""
+
+
 @dataclass(frozen=True)
 class DroppedCandidate:
     """A candidate that did not make it, and why: ``below_threshold`` (the semantic gate),
@@ -81,7 +89,7 @@ class DroppedCandidate:
     id: str
     text: str
     semantic_score: float
-    reason: Literal["below_threshold", "expired", "filtered"]
+    reason: DropReason
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,7 @@ class HistoryEvent:
     """One change to a memory."""
 
     memory_id: str
-    event: Literal["ADD", "UPDATE", "DELETE"]
+    event: HistoryEventKind
     old_text: str | None
     new_text: str | None
     old_metadata: dict[str, Any] | None

@@ -1,0 +1,102 @@
+"""Issue 9 through the MCP tools (in-memory client): every tool answers correctly or says why.
+
+The fixtures are ``test_mcp``'s: the real server on a temporary database with the session's models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, get_args, get_origin
+
+import pytest
+from mcp import Client
+from pydantic import BaseModel
+from test_mcp import anyio_backend, call, client, connect, fail, opened  # noqa: F401  (fixtures)
+
+from mcp_server import models
+from store import records
+from store.scoring import ScoreBreakdown
+
+pytestmark = pytest.mark.anyio
+
+
+# --- 1. explain_search with filters; engine records and tool models in step ---------------------------------------
+
+
+async def test_explain_search_lists_a_filtered_out_neighbour(client: Client) -> None:
+    await call(client, "add_memory", text="Ana is allergic to peanuts", metadata={"category": "health"})
+    await call(client, "add_memory", text="Ana is allergic to shellfish and never eats prawns",
+               metadata={"category": "food"})
+    explained = await call(client, "explain_search", query="What is Ana allergic to?",
+                           filters={"category": "health"})
+    assert [hit["text"] for hit in explained["results"]] == ["Ana is allergic to peanuts"]
+    assert [(d["text"], d["reason"]) for d in explained["dropped"]] == [
+        ("Ana is allergic to shellfish and never eats prawns", "filtered")
+    ]
+    assert explained["dropped_total"] == 1
+
+
+def _literal_values(annotation: Any) -> set[Any] | None:
+    """The values a ``Literal`` (possibly inside ``X | None``) allows; None for other types."""
+    if get_origin(annotation) is typing.Literal:
+        return set(get_args(annotation))
+    for arg in get_args(annotation):
+        if (values := _literal_values(arg)) is not None:
+            return values
+    return None
+
+
+# Each engine record and the tool output model that carries it to the client.
+RECORD_MODELS = [
+    (records.Memory, models.MemoryOut),
+    (records.AddedMemory, models.AddedOut),
+    (records.SearchHit, models.ScoredMemory),
+    (records.DroppedCandidate, models.DroppedOut),
+    (records.HistoryEvent, models.HistoryEventOut),
+]
+
+
+@pytest.mark.parametrize(("record", "model"), RECORD_MODELS, ids=[r.__name__ for r, _ in RECORD_MODELS])
+def test_tool_models_allow_every_value_the_engine_can_produce(record: type, model: type[BaseModel]) -> None:
+    hints = typing.get_type_hints(record)
+    shared = [f.name for f in dataclasses.fields(record) if f.name in model.model_fields]
+    assert shared, f"{model.__name__} shares no field with {record.__name__}"
+    for name in shared:
+        engine_values = _literal_values(hints[name])
+        if engine_values is not None:
+            assert _literal_values(model.model_fields[name].annotation) == engine_values, (record.__name__, name)
+
+
+def _memory() -> records.Memory:
+    return records.Memory("m1", "Ana likes tea", "ana", None, None, None, None, {}, "t0", "t0", None)
+
+
+def _analysis() -> records.QueryAnalysis:
+    return records.QueryAnalysis(["tea"], 1, 5.0, 0.7, [], ["semantic"], 1.0, 60, "semantic", 0.1, True)
+
+
+@pytest.mark.parametrize("reason", get_args(records.DropReason))
+def test_explain_output_accepts_every_drop_reason(reason: str) -> None:
+    explanation = records.Explanation(hits=[], analysis=_analysis(),
+                                      dropped=[records.DroppedCandidate("m1", "Ana likes tea", 0.4, reason)])
+    assert models.ExplainOutput.of(explanation, 100, max_dropped=5).dropped[0].reason == reason
+
+
+@pytest.mark.parametrize("event", get_args(records.AddEvent))
+def test_add_output_accepts_every_add_event(event: str) -> None:
+    added = records.AddedMemory(event, _memory())
+    assert models.AddedOut(event=added.event, memory=models.MemoryOut.of(added.memory, 100)).event == event
+
+
+@pytest.mark.parametrize("event", get_args(records.HistoryEventKind))
+def test_history_output_accepts_every_history_event(event: str) -> None:
+    history = [records.HistoryEvent("m1", event, "a", "b", {}, {}, "t0")]
+    assert models.HistoryOutput.of(history, 100).events[0].event == event
+
+
+def test_explained_hit_carries_the_engine_breakdown_unchanged() -> None:
+    breakdown = ScoreBreakdown(0.5, 0.0, 0.0, 0.0, 0.5, 1.0, 0.5, 0.1)
+    hit = records.SearchHit(_memory(), 0.5, breakdown, None)
+    out = models.ExplainOutput.of(records.Explanation([hit], _analysis(), []), 100, max_dropped=5)
+    assert out.results[0].score_parts == breakdown
