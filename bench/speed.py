@@ -187,9 +187,9 @@ def measure_search(engine: Engine, questions: Sequence[str], run: SearchRun, war
 
 def stored_vectors(engine: Engine) -> np.ndarray:
     """Every vector of the benchmark scope, read back from ``memory_vectors``."""
-    from store import db
+    from store import connection
 
-    conn = db.connect(engine.path)
+    conn = connection.connect(engine.path)
     try:
         rows = conn.execute("SELECT embedding FROM memory_vectors WHERE user_id = ?", (SCOPE,)).fetchall()
     finally:

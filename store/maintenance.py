@@ -19,11 +19,12 @@ from pathlib import Path
 import apsw
 import numpy as np
 
-from . import db
+from . import connection, db
 from .embeddings import Embedder
 from .errors import InvalidArgument, TrimemError
 from .linking import link_entities
 from .nlp import NLP, Analysis
+from .records import scope_of
 
 _DETAILS = {
     "memory_without_vector": "memory '{1}' (rowid {0}) has no vector",
@@ -181,10 +182,6 @@ def _prepare(plan: _Plan, models: _ModelCache) -> None:
     models.embed(entity.normalized for analysis in analyses.values() for entity in analysis.entities)
 
 
-def _scope(row: db.MemoryRow) -> dict[str, str]:
-    return {key: getattr(row, key) for key in db.SCOPE_KEYS}
-
-
 def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
     """Rebuild derived rows from ``memories`` in one write transaction; never touches a memory.
 
@@ -196,7 +193,7 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
     """
     models = _ModelCache(embedder, nlp)
     _prepare(_plan(conn), models)  # outside the lock: the models are the slow part
-    with db.write_transaction(conn):
+    with connection.write_transaction(conn):
         removed = 0
         for name in ("link_without_memory", "link_without_entity", "link_scope"):
             for memory_rowid, entity_id in db.probe(conn, name):
@@ -213,7 +210,7 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
         _prepare(plan, models)
         vectors = models.embed(row.text for row in plan.memories_to_embed)
         for row in plan.memories_to_embed:
-            db.put_memory_vector(conn, row.rowid, vectors[row.text], _scope(row))
+            db.put_memory_vector(conn, row.rowid, vectors[row.text], scope_of(row))
 
         fts_rebuilt = any(db.probe(conn, name) for name in ("memory_without_fts", "fts_without_memory"))
         fts_rebuilt = fts_rebuilt or db.fts_content_check(conn) is not None
@@ -225,7 +222,7 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
         for row in plan.unlinked:
             entities = analyses[row.text].entities
             if entities:
-                link_entities(conn, row.rowid, _scope(row), entities, models.embed(e.normalized for e in entities))
+                link_entities(conn, row.rowid, scope_of(row), entities, models.embed(e.normalized for e in entities))
         links = db.counts(conn)["memory_entities"] - links_before
 
         orphans = len(db.probe(conn, "entity_without_links"))
@@ -270,7 +267,7 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
     try:
         target = apsw.Connection(str(partial))
         try:
-            db.connection_sqlite_vec(target)  # quick_check visits the vec0 tables
+            connection.connection_sqlite_vec(target)  # quick_check visits the vec0 tables
             with target.backup("main", conn, "main") as job:
                 job.step(-1)
             target.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it

@@ -4,9 +4,14 @@ shape with ``dataclasses.asdict``, so both surfaces show the same fields."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .scoring import ScoreBreakdown
+
+if TYPE_CHECKING:
+    from .db import MemoryRow
+
+SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 
 
 @dataclass(frozen=True)
@@ -112,3 +117,25 @@ class HistoryEvent:
     old_metadata: dict[str, Any] | None
     new_metadata: dict[str, Any] | None
     created_at: str
+
+
+def scope_of(row: MemoryRow) -> dict[str, str]:
+    """A stored row's own scope, all three keys ('' when unset): where its derived rows belong."""
+    return {key: getattr(row, key) for key in SCOPE_KEYS}
+
+
+def to_memory(row: MemoryRow) -> Memory:
+    """The public view of a stored row ('' scope ids become ``None``)."""
+    return Memory(
+        id=row.id,
+        text=row.text,
+        user_id=row.user_id or None,
+        agent_id=row.agent_id or None,
+        run_id=row.run_id or None,
+        actor_id=row.actor_id,
+        role=row.role,
+        metadata=row.metadata,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        expiration_date=row.expiration_date,
+    )

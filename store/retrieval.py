@@ -21,7 +21,7 @@ from . import db, scoring
 from .config import SearchConfig
 from .embeddings import Embedder
 from .nlp import NLP
-from .records import DroppedCandidate, EntityMatch, Explanation, Memory, QueryAnalysis, SearchHit
+from .records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit, to_memory
 
 
 @dataclass(frozen=True)
@@ -215,20 +215,3 @@ def filtered_out(
         DroppedCandidate(rows[rowid].id, rows[rowid].text, scoring.similarity_from_distance(distance), "filtered")
         for rowid, distance in excluded
     ]
-
-
-def to_memory(row: db.MemoryRow) -> Memory:
-    """The public view of a stored row ('' scope ids become ``None``)."""
-    return Memory(
-        id=row.id,
-        text=row.text,
-        user_id=row.user_id or None,
-        agent_id=row.agent_id or None,
-        run_id=row.run_id or None,
-        actor_id=row.actor_id,
-        role=row.role,
-        metadata=row.metadata,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        expiration_date=row.expiration_date,
-    )

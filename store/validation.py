@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import InvalidArgument
+from .records import SCOPE_KEYS
 
 log = logging.getLogger(__name__)
 
-SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 MAX_ID_CHARS = 256
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 

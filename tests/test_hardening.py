@@ -1,0 +1,200 @@
+"""Issue 9, engine level: snapshots, transactions, concurrent readers, model checks, orphans.
+
+Each test here failed on main before the fix it names.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import pytest
+
+from store import Config, Engine, SchemaMismatch, TrimemError, connection
+
+
+# --- 2. a search is one snapshot --------------------------------------------------------------------------------
+
+
+def _trace_connections(monkeypatch: pytest.MonkeyPatch, tracer: Callable) -> None:
+    """Every connection opened from now on runs ``tracer`` before each statement (apsw exec trace)."""
+    original = connection.connect
+
+    def traced(path: Path) -> apsw.Connection:
+        conn = original(path)
+        conn.exec_trace = tracer
+        return conn
+
+    monkeypatch.setattr(connection, "connect", traced)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        r"FROM memories WHERE rowid IN",  # the rows of the KNN's hits (memories_by_rowid)
+        r"SELECT id, text FROM entities WHERE id IN",  # the texts of the entity KNN's hits (knn_entities)
+    ],
+)
+def test_a_search_sees_one_snapshot_while_another_connection_deletes(
+    engine: Engine, engine_factory: Callable[[Config], Engine], config: Config,
+    monkeypatch: pytest.MonkeyPatch, step: str,
+) -> None:
+    engine.add("Ana moved to Lisbon in 2023", user_id="ana")
+    engine.add("Ana's sister Marta lives in Madrid", user_id="ana")
+    other = engine_factory(config)  # another connection to the same file, as another process would have
+    fired = []
+
+    def delete_everything_before(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
+        if not fired and re.search(step, sql):
+            fired.append(other.delete_all(user_id="ana"))
+        return True
+
+    _trace_connections(monkeypatch, delete_everything_before)
+    engine.close()  # reopen so the engine's connections are traced
+    with engine_factory(config) as traced:
+        hits = traced.search("Where does Ana live?", user_id="ana")
+    other.close()
+    assert fired == [2], "the delete did not run between the search's statements"
+    assert "Ana moved to Lisbon in 2023" in [hit.memory.text for hit in hits]  # the snapshot still had it
+
+
+# --- 3. write transactions roll back only what is open, and never hide the cause ----------------------------------
+
+
+class FailingCommit:
+    """A connection whose COMMIT fails once, as on a full disk or a busy WAL (SQLite keeps the
+    transaction open after a failed COMMIT)."""
+
+    def __init__(self, conn: apsw.Connection, error: apsw.Error) -> None:
+        self.conn, self.error = conn, error
+
+    def execute(self, sql: str, *args: object) -> apsw.Cursor:
+        if sql == "COMMIT" and self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.conn, name)
+
+
+def _scratch(tmp_path: Path) -> apsw.Connection:
+    conn = connection.connect(tmp_path / "scratch.db")
+    conn.execute("CREATE TABLE t (x)")
+    return conn
+
+
+def test_a_failed_commit_is_rolled_back_and_the_next_write_works(tmp_path: Path) -> None:
+    conn = _scratch(tmp_path)
+    failing = FailingCommit(conn, apsw.IOError("disk I/O error"))
+    with pytest.raises(TrimemError, match="disk I/O error") as caught:
+        with connection.write_transaction(failing):
+            conn.execute("INSERT INTO t VALUES (1)")
+    assert isinstance(caught.value.__cause__, apsw.IOError)
+    assert not conn.in_transaction
+    with connection.write_transaction(conn):  # on main: "cannot start a transaction within a transaction"
+        conn.execute("INSERT INTO t VALUES (2)")
+    assert conn.execute("SELECT x FROM t").fetchall() == [(2,)]
+
+
+def test_when_sqlite_already_rolled_back_the_real_error_surfaces(tmp_path: Path) -> None:
+    conn = _scratch(tmp_path)
+    with pytest.raises(TrimemError, match="disk holding .* is full") as caught:
+        with connection.write_transaction(conn):
+            conn.execute("INSERT INTO t VALUES (1)")
+            conn.execute("ROLLBACK")  # what SQLite does by itself on SQLITE_FULL or SQLITE_IOERR
+            raise apsw.FullError("database or disk is full")
+    assert isinstance(caught.value.__cause__, apsw.FullError)  # on main: "cannot rollback - no transaction"
+    assert not conn.in_transaction and conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+def test_other_errors_inside_a_write_roll_back_and_propagate_unchanged(tmp_path: Path) -> None:
+    conn = _scratch(tmp_path)
+    with pytest.raises(KeyError):
+        with connection.write_transaction(conn):
+            conn.execute("INSERT INTO t VALUES (1)")
+            raise KeyError("boom")
+    assert not conn.in_transaction and conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+# --- 4. reads never wait for a writer ---------------------------------------------------------------------------
+
+HOLD_WRITE_LOCK = """
+import sys, time, apsw
+conn = apsw.Connection(sys.argv[1])
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+conn.execute("ROLLBACK")
+"""
+
+
+def test_a_search_answers_while_another_process_holds_the_write_lock(engine: Engine, db_path: Path) -> None:
+    engine.add("Ana moved to Lisbon in 2023", user_id="ana")
+    engine.search("warm the models", user_id="ana")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITE_LOCK, str(db_path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        writer = threading.Thread(target=engine.add, args=("Ana's sister Marta lives in Madrid",),
+                                  kwargs={"user_id": "ana"})
+        writer.start()  # runs its models, then waits for the other process's lock, holding ours
+        time.sleep(2.0)
+        assert writer.is_alive(), "the write should still be waiting for the other process"
+        started = time.monotonic()
+        hits = engine.search("Where does Ana live?", user_id="ana")
+        listed = engine.list(user_id="ana")
+        elapsed = time.monotonic() - started
+        assert [hit.memory.text for hit in hits][:1] == ["Ana moved to Lisbon in 2023"]
+        assert len(listed) == 1
+        assert elapsed < 2.0, f"reads waited {elapsed:.1f}s behind a write"  # main: busy_timeout (10 s) or more
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    writer.join(timeout=60)
+    assert [m.text for m in engine.list(user_id="ana")][0] == "Ana's sister Marta lives in Madrid"
+
+
+# --- 5. another model of the same dimension -------------------------------------------------------------------
+
+
+def test_a_database_built_with_another_model_of_the_same_size_is_refused(engine: Engine, config: Config) -> None:
+    class Sibling:
+        name = "paraphrase-MiniLM-L6-v2"
+        dimension = 384
+
+        def embed_batch(self, texts):  # pragma: no cover - never reached
+            raise AssertionError
+
+    engine.close()
+    with pytest.raises(SchemaMismatch) as refused:
+        Engine(config, embedder=Sibling(), nlp=engine.nlp)
+    message = str(refused.value)
+    assert "'all-MiniLM-L6-v2'" in message and "'paraphrase-MiniLM-L6-v2'" in message
+    assert "trimem reembed" in message and "another database file" in message
+
+
+# --- 12. orphaned entities: one pass per transaction ------------------------------------------------------------
+
+
+def test_delete_all_scans_for_orphan_entities_once(engine: Engine) -> None:
+    for n in range(6):
+        engine.add(f"Ana met Marta number {n} in Madrid and Lisbon", user_id="ana")
+    scans = []
+
+    def count(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
+        if "NOT EXISTS (SELECT 1 FROM memory_entities" in sql:
+            scans.append(sql)
+        return True
+
+    engine._conn.exec_trace = count
+    assert engine.delete_all(user_id="ana") == 6
+    engine._conn.exec_trace = None
+    assert len(scans) == 1  # main: two per deleted memory
+    assert engine.status()["counts"]["entities"] == 0
