@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, shown
 
 ENV_PREFIX = "TRIMEM_"
 HOME_VARIABLE = "TRIMEM_HOME"
@@ -134,7 +134,7 @@ def _parse_env(variable: str, text: str, default: Any) -> Any:
             return text.lower() in ("1", "true", "yes", "on")
         return type(default)(text)
     except ValueError:
-        raise InvalidArgument(f"{variable}={text!r} is not a valid {type(default).__name__}") from None
+        raise InvalidArgument(f"{variable}={shown(text)} is not a valid {type(default).__name__}") from None
 
 
 def _build(raw: dict[str, dict[str, Any]]) -> Config:

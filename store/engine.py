@@ -24,7 +24,7 @@ import numpy as np
 from . import connection, db, maintenance, retrieval
 from .config import Config
 from .embeddings import Embedder, SentenceTransformerEmbedder
-from .errors import InvalidArgument, NotFound
+from .errors import InvalidArgument, NotFound, shown
 from .filters import filters_sql
 from .linking import link_entities
 from .maintenance import RepairReport, Violation
@@ -171,7 +171,7 @@ class Engine:
             if role == "system":
                 continue
             if role not in MESSAGE_ROLES:
-                raise InvalidArgument(f"message {index} has role {role!r}; use 'user', 'assistant' or 'system'")
+                raise InvalidArgument(f"message {index} has role {shown(role)}; use 'user', 'assistant' or 'system'")
             name = message.get("name")
             items.append(
                 MemoryInput(
@@ -277,7 +277,7 @@ class Engine:
                 twin = db.find_by_hash(self._conn, own_scope, final_hash)
                 if twin is not None and twin.rowid != row.rowid:
                     raise InvalidArgument(
-                        f"that text is already stored as memory '{twin.id}'; delete one of them instead"
+                        f"that text is already stored as memory {shown(twin.id)}; delete one of them instead"
                     )
                 db.update_memory_text(
                     self._conn, row.rowid, text=final_text, text_lemmatized=analysis.lemmatized,
@@ -338,8 +338,10 @@ class Engine:
         memory_id = check_id(memory_id, "memory_id")
         row = db.get_memory(conn, memory_id, scope)
         if row is None:
-            where = ", ".join(f"{key}={value!r}" for key, value in scope.items())
-            raise NotFound(f"memory '{memory_id}' not found for {where}; list_memories shows the ids in this scope")
+            where = ", ".join(f"{key}={shown(value)}" for key, value in scope.items())
+            raise NotFound(
+                f"memory {shown(memory_id)} not found for {where}; list_memories shows the ids in this scope"
+            )
         return row
 
     def get(
@@ -380,7 +382,7 @@ class Engine:
         with self._reading() as conn:
             rows = db.history(conn, memory_id, scope)
         if not rows:
-            raise NotFound(f"no history for memory '{memory_id}' in this scope")
+            raise NotFound(f"no history for memory {shown(memory_id)} in this scope")
         return [HistoryEvent(*row) for row in rows]
 
     def search(

@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, shown
 from .records import SCOPE_KEYS
 
 log = logging.getLogger(__name__)
@@ -42,10 +42,13 @@ def check_id(value: Any, name: str) -> str:
     value = check_utf8(value.strip(), name)
     if not value:
         raise InvalidArgument(f"{name} must not be empty; omit it instead")
+    if len(value) > MAX_ID_CHARS:  # before any message quotes it
+        raise InvalidArgument(
+            f"{name} has {len(value)} characters, more than the limit of {MAX_ID_CHARS}; use a short id "
+            "such as 'ana_lopez'"
+        )
     if any(ch.isspace() for ch in value) or "\x00" in value:
-        raise InvalidArgument(f"{name}={value!r} contains whitespace; use an id without spaces, e.g. 'ana_lopez'")
-    if len(value) > MAX_ID_CHARS:
-        raise InvalidArgument(f"{name} is longer than {MAX_ID_CHARS} characters")
+        raise InvalidArgument(f"{name}={shown(value)} contains whitespace; use an id without spaces, e.g. 'ana_lopez'")
     return value
 
 
@@ -90,7 +93,7 @@ def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
     cleaned = {}
     for key, value in metadata.items():
         if not isinstance(key, str) or not key.strip():
-            raise InvalidArgument(f"metadata keys must be non-empty strings, got {key!r}")
+            raise InvalidArgument(f"metadata keys must be non-empty strings, got {shown(key)}")
         if key in SCOPE_KEYS:
             log.warning("ignoring scope key %r inside metadata; pass it as a scope argument", key)
             continue
@@ -110,35 +113,35 @@ def check_expiration(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not _DATE.fullmatch(value.strip()):
-        raise InvalidArgument(f"expiration_date must look like 2026-12-31, got {value!r}")
+        raise InvalidArgument(f"expiration_date must look like 2026-12-31, got {shown(value)}")
     try:
         return dt.date.fromisoformat(value.strip()).isoformat()
     except ValueError:
-        raise InvalidArgument(f"expiration_date {value!r} is not a real calendar date") from None
+        raise InvalidArgument(f"expiration_date {shown(value)} is not a real calendar date") from None
 
 
 def check_top_k(top_k: Any, maximum: int) -> int:
     """A result count from 1 to ``maximum``."""
     if isinstance(top_k, bool) or not isinstance(top_k, int):
-        raise InvalidArgument(f"top_k must be an integer, got {top_k!r}")
+        raise InvalidArgument(f"top_k must be an integer, got {shown(top_k)}")
     if not 1 <= top_k <= maximum:
-        raise InvalidArgument(f"top_k must be between 1 and {maximum}, got {top_k}")
+        raise InvalidArgument(f"top_k must be between 1 and {maximum}, got {shown(top_k)}")
     return top_k
 
 
 def check_offset(offset: Any) -> int:
     """A non-negative page offset."""
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidArgument(f"offset must be a non-negative integer, got {offset!r}")
+        raise InvalidArgument(f"offset must be a non-negative integer, got {shown(offset)}")
     return offset
 
 
 def check_threshold(threshold: Any) -> float:
     """The semantic gate, a similarity from 0 to 1."""
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold):
-        raise InvalidArgument(f"threshold must be a number between 0 and 1, got {threshold!r}")
+        raise InvalidArgument(f"threshold must be a number between 0 and 1, got {shown(threshold)}")
     if not 0.0 <= threshold <= 1.0:
-        raise InvalidArgument(f"threshold must be between 0 and 1, got {threshold}; 0.1 is a good default")
+        raise InvalidArgument(f"threshold must be between 0 and 1, got {shown(threshold)}; 0.1 is a good default")
     return float(threshold)
 
 

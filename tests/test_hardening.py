@@ -198,3 +198,18 @@ def test_delete_all_scans_for_orphan_entities_once(engine: Engine) -> None:
     engine._conn.exec_trace = None
     assert len(scans) == 1  # main: two per deleted memory
     assert engine.status()["counts"]["entities"] == 0
+
+
+# --- 6. quoted values are capped ----------------------------------------------------------------------------------
+
+
+def test_every_quoted_value_is_capped_at_80_characters() -> None:
+    from store.errors import InvalidArgument, shown
+    from store.validation import check_id
+
+    assert shown("x" * 1000) == repr("x" * 80) + "…"
+    assert shown({"k": "v" * 500}).endswith("…") and len(shown({"k": "v" * 500})) == 81
+    with pytest.raises(InvalidArgument) as spaced:
+        check_id("a b" * 80, "user_id")  # 240 characters: under the length limit, so the message quotes it
+    assert str(spaced.value) == f"user_id={shown('a b' * 80)} contains whitespace; use an id without spaces, e.g. 'ana_lopez'"
+    assert len(str(spaced.value)) < 200

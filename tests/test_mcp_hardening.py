@@ -100,3 +100,28 @@ def test_explained_hit_carries_the_engine_breakdown_unchanged() -> None:
     hit = records.SearchHit(_memory(), 0.5, breakdown, None)
     out = models.ExplainOutput.of(records.Explanation([hit], _analysis(), []), 100, max_dropped=5)
     assert out.results[0].score_parts == breakdown
+
+
+# --- 6. messages quote at most an excerpt of what they reject -----------------------------------------------------
+
+HUGE = "ab " * 350_000  # 1 MB, with spaces
+HUGE_CALLS = [
+    ("get_memory", {"memory_id": HUGE}),
+    ("get_memory", {"memory_id": "x" * 1_000_000}),
+    ("list_memories", {"user_id": ("u " * 150_000)}),
+    ("search_memory", {"query": "tea", "agent_id": "x" * 300_000}),
+    ("search_memory", {"query": "tea", "top_k": HUGE}),
+    ("search_memory", {"query": "tea", "filters": {HUGE: {"around": 1}}}),
+    ("search_memory", {"query": "tea", "filters": {"k": {HUGE: 1}}}),
+    ("list_memories", {"filters": {"$" + HUGE: 1}}),
+    ("add_memory", {"text": "tea", "expiration_date": "2030-01-01" + " " * 900_000 + "x"}),
+    ("add_memory", {"text": "tea", "metadata": {"": HUGE}}),
+    ("add_memory", {"messages": [{"role": "user", "content": "tea", "name": HUGE}]}),
+    ("memory_history", {"memory_id": HUGE}),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), HUGE_CALLS, ids=[f"{t}-{i}" for i, (t, _) in enumerate(HUGE_CALLS)])
+async def test_an_error_never_echoes_a_huge_value(client: Client, tool: str, arguments: dict[str, Any]) -> None:
+    message = await fail(client, tool, **arguments)
+    assert 0 < len(message) < 600, f"{len(message)} characters: {message[:300]}"
