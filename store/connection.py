@@ -62,10 +62,21 @@ def connection_readable(conn: apsw.Connection) -> None:
     conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
 
+def connection_trimem_or_new(conn: apsw.Connection) -> None:
+    """Refuse another application's SQLite file before any setting (WAL) changes a byte of it."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables and "schema_version" not in tables:
+        raise SchemaMismatch(
+            f"{conn.db_filename('main')} is an SQLite database of another application, not trimem's; "
+            "point --db or TRIMEM_DB_PATH at a trimem database or at a new file name"
+        )
+
+
 CONNECTION_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
     connection_busy_timeout,
     connection_sqlite_vec,
     connection_readable,
+    connection_trimem_or_new,
     connection_wal,
     connection_foreign_keys,
     connection_synchronous,
@@ -74,6 +85,7 @@ READ_ONLY_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
     connection_busy_timeout,
     connection_sqlite_vec,
     connection_readable,
+    connection_trimem_or_new,
 )
 """A read-only file cannot switch journal mode; it is read as it is."""
 
@@ -120,6 +132,9 @@ def connect(path: Path) -> apsw.Connection:
     except apsw.NotADBError:
         conn.close()
         raise InvalidArgument(NOT_SQLITE.format(path=path)) from None
+    except TrimemError:
+        conn.close()
+        raise
     except apsw.Error as exc:
         conn.close()
         raise TrimemError(f"cannot open {path} ({exc}); check the file, or run `trimem doctor --check`") from None
@@ -135,14 +150,19 @@ def versions(conn: apsw.Connection) -> dict[str, str]:
 # --- transactions ---------------------------------------------------------------------
 
 
+def read_only_error(path: str | Path) -> TrimemError:
+    """What a write to a file this process may only read says."""
+    return TrimemError(
+        f"{path} is read-only, so nothing can be added, changed or deleted; reads still work. "
+        "Make the file and its folder writable, or copy it with `trimem backup` and use the copy"
+    )
+
+
 def _write_failure(conn: apsw.Connection, exc: apsw.Error) -> TrimemError | None:
     """The message for a write SQLite refused for a reason the caller can act on, else None."""
     path = conn.db_filename("main")
     if isinstance(exc, apsw.ReadOnlyError):
-        return TrimemError(
-            f"{path} is read-only, so nothing can be added, changed or deleted; reads still work. "
-            "Make the file and its folder writable, or copy it with `trimem backup` and use the copy"
-        )
+        return read_only_error(path)
     if isinstance(exc, apsw.FullError):
         return TrimemError(f"the disk holding {path} is full; nothing was written. Free some space and try again")
     if isinstance(exc, apsw.IOError):
@@ -298,14 +318,14 @@ MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (m001_initial, 
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def _schema_state(conn: apsw.Connection) -> tuple[int, dict[str, str], bool]:
-    """The schema version, the ``meta`` rows, and whether the file holds tables that are not trimem's."""
+def _schema_state(conn: apsw.Connection) -> tuple[int, dict[str, str]]:
+    """The schema version (0 for a new file) and the ``meta`` rows."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     version = 0
     if "schema_version" in tables:
         version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
     stored = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
-    return version, stored, bool(tables - {"schema_version"}) and version == 0
+    return version, stored
 
 
 def _check_meta(stored: dict[str, str], model_name: str, dimension: int) -> None:
@@ -330,21 +350,16 @@ def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int) -> Non
 
     The ``meta`` rows record the model's name and dimension when the file is created;
     opening it with any other model (even one of the same size) stops with a message.
-    A current schema is only read, so read-only files open; an SQLite file holding
-    another application's tables is refused, never changed.
+    A current schema is only read, so read-only files open (``connect`` has already
+    refused another application's SQLite file).
     """
     with read_transaction(conn):
-        version, stored, foreign = _schema_state(conn)
+        version, stored = _schema_state(conn)
     if version == SCHEMA_VERSION and stored:
         _check_meta(stored, model_name, dimension)
         return
     with write_transaction(conn):
-        version, stored, foreign = _schema_state(conn)  # again under the lock: another process may have begun
-        if foreign:
-            raise SchemaMismatch(
-                f"{conn.db_filename('main')} is an SQLite database of another application, not trimem's; "
-                "point --db or TRIMEM_DB_PATH at a trimem database or at a new file name"
-            )
+        version, stored = _schema_state(conn)  # again under the lock: another process may have begun
         if version > SCHEMA_VERSION:
             raise SchemaMismatch(
                 f"this database has schema version {version}, newer than this trimem "

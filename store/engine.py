@@ -111,6 +111,11 @@ class Engine:
         with self._lock:
             self._conn.close()
 
+    def _check_writable(self) -> None:
+        """Refuse a write to a read-only file before the models run for it."""
+        if self.read_only:
+            raise connection.read_only_error(self.path)
+
     @contextlib.contextmanager
     def _reading(self) -> Iterator[apsw.Connection]:
         """A read connection of this engine's pool, inside one read transaction (one snapshot)."""
@@ -198,6 +203,7 @@ class Engine:
         """
         scope = check_scope(user_id, agent_id, run_id)
         expiry = check_expiration(expiration_date)
+        self._check_writable()
         limits = self.config.limits
         texts = [check_text(item.text, limits.max_text_chars) for item in items]
         metadatas = [check_metadata(item.metadata, limits.max_metadata_bytes) for item in items]
@@ -258,6 +264,7 @@ class Engine:
         scope = check_scope(user_id, agent_id, run_id)
         if text is None and metadata is None:
             raise InvalidArgument("nothing to update: send text, metadata or both")
+        self._check_writable()
         new_text = None if text is None else check_text(text, self.config.limits.max_text_chars)
         new_metadata = None if metadata is None else check_metadata(metadata, self.config.limits.max_metadata_bytes)
         with self._reading() as conn:
@@ -300,6 +307,7 @@ class Engine:
     ) -> Memory:
         """Forget one memory: its vector, keyword row and entity links go with it."""
         scope = check_scope(user_id, agent_id, run_id)
+        self._check_writable()
         with self._lock, connection.write_transaction(self._conn):
             row = self._get_row(self._conn, memory_id, scope)
             self._delete_row(row)
@@ -309,6 +317,7 @@ class Engine:
     def delete_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> int:
         """Forget every memory in a scope; returns how many."""
         scope = check_scope(user_id, agent_id, run_id)
+        self._check_writable()
         with self._lock, connection.write_transaction(self._conn):
             rowids = db.scope_rowids(self._conn, scope)
             for row in db.memories_by_rowid(self._conn, rowids).values():

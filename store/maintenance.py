@@ -10,6 +10,7 @@ lives in ``store.db`` (section "maintenance").
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterable
@@ -262,20 +263,32 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
         raise InvalidArgument(f"{destination} is the live database; back up to another file")
     if destination.exists():
         raise InvalidArgument(f"{destination} already exists; choose a new file name or delete the old backup first")
-    destination.parent.mkdir(parents=True, exist_ok=True)
     partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
     try:
-        target = apsw.Connection(str(partial))
-        try:
-            connection.connection_sqlite_vec(target)  # quick_check visits the vec0 tables
-            with target.backup("main", conn, "main") as job:
-                job.step(-1)
-            target.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it
-            problems = [line for line in target.execute("PRAGMA quick_check").fetchall() if line[0] != "ok"]
-            if problems:
-                raise TrimemError(f"the backup copy failed its check ({problems[0][0]}); the source may be damaged")
-        finally:
-            target.close()
-        os.replace(partial, destination)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        _copy(conn, partial, destination)
+    except OSError as exc:
+        raise InvalidArgument(
+            f"cannot write the backup {destination} ({exc.strerror or exc}); choose a path in a folder you can write"
+        ) from None
+    except apsw.CantOpenError:
+        raise InvalidArgument(f"cannot create the backup {destination}; choose a path in a folder you can write") from None
     finally:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+
+
+def _copy(conn: apsw.Connection, partial: Path, destination: Path) -> None:
+    """The backup proper: one step into ``partial``, checked, then renamed to ``destination``."""
+    target = apsw.Connection(str(partial))
+    try:
+        connection.connection_sqlite_vec(target)  # quick_check visits the vec0 tables
+        with target.backup("main", conn, "main") as job:
+            job.step(-1)
+        target.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it
+        problems = [line for line in target.execute("PRAGMA quick_check").fetchall() if line[0] != "ok"]
+        if problems:
+            raise TrimemError(f"the backup copy failed its check ({problems[0][0]}); the source may be damaged")
+    finally:
+        target.close()
+    os.replace(partial, destination)

@@ -129,10 +129,17 @@ def check_top_k(top_k: Any, maximum: int) -> int:
     return top_k
 
 
+MAX_SQL_INTEGER = 2**63 - 1
+"""SQLite integers are 64-bit: a larger offset cannot even be bound."""
+
+
 def check_offset(offset: Any) -> int:
-    """A non-negative page offset."""
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidArgument(f"offset must be a non-negative integer, got {shown(offset)}")
+    """A page offset from 0 to SQLite's largest integer."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_SQL_INTEGER:
+        raise InvalidArgument(
+            f"offset must be a whole number from 0 to {MAX_SQL_INTEGER}, got {shown(offset)}; "
+            "use next_offset from the last page"
+        )
     return offset
 
 

@@ -213,3 +213,125 @@ def test_every_quoted_value_is_capped_at_80_characters() -> None:
         check_id("a b" * 80, "user_id")  # 240 characters: under the length limit, so the message quotes it
     assert str(spaced.value) == f"user_id={shown('a b' * 80)} contains whitespace; use an id without spaces, e.g. 'ana_lopez'"
     assert len(str(spaced.value)) < 200
+
+
+# --- 7. bad files and OS errors: one line, non-zero exit, file unchanged -------------------------------------------
+
+
+def _cli(arguments: list[str], engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch):
+    from click.testing import CliRunner
+
+    from mcp_server.cli import cli
+
+    monkeypatch.setattr("store.engine.Engine", engine_factory)
+    return CliRunner().invoke(cli, arguments)
+
+
+def _refused(result) -> str:  # noqa: ANN001
+    """The one-line message of a command that must fail without a traceback."""
+    assert result.exit_code != 0, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+BAD_FILES = {
+    "text file": (lambda p: p.write_text("just some notes\n" * 100), "is not an SQLite database"),
+    "random bytes": (lambda p: p.write_bytes(bytes(range(256)) * 64), "is not an SQLite database"),
+    "another application's SQLite file": (
+        lambda p: apsw.Connection(str(p)).execute("CREATE TABLE invoices (n); INSERT INTO invoices VALUES (1)"),
+        "another application",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", BAD_FILES)
+@pytest.mark.parametrize("command", [["list"], ["doctor", "--check"], ["add", "a fact"]])
+def test_a_file_that_is_not_trimems_is_refused_and_left_alone(
+    tmp_path: Path, engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch,
+    kind: str, command: list[str],
+) -> None:
+    make, expected = BAD_FILES[kind]
+    path = tmp_path / "notes.db"
+    make(path)
+    before = path.read_bytes()
+    line = _refused(_cli(["--db", str(path), *command], engine_factory, monkeypatch))
+    assert expected in line and str(path) in line
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]  # no -wal or -shm left beside it
+
+
+def test_a_database_path_under_a_file_is_refused(
+    tmp_path: Path, engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "file").write_text("x")
+    line = _refused(_cli(["--db", str(tmp_path / "file" / "memories.db"), "list"], engine_factory, monkeypatch))
+    assert "cannot create the folder" in line and "choose a path" in line
+
+
+def test_backup_into_a_folder_that_is_a_file_is_refused(
+    engine: Engine, db_path: Path, tmp_path: Path, engine_factory: Callable[[Config], Engine],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine.add("Ana likes tea", user_id="ana")
+    engine.close()
+    (tmp_path / "file").write_text("x")
+    line = _refused(_cli(["--db", str(db_path), "backup", str(tmp_path / "file" / "copy.db")], engine_factory,
+                         monkeypatch))
+    assert "cannot write the backup" in line and "choose a path in a folder you can write" in line
+
+
+def test_an_offset_beyond_sqlite_integers_is_refused(
+    db_path: Path, engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    line = _refused(_cli(["--db", str(db_path), "list", "--offset", str(2**63)], engine_factory, monkeypatch))
+    assert line == (
+        "Error: offset must be a whole number from 0 to 9223372036854775807, got 9223372036854775808; "
+        "use next_offset from the last page"
+    )
+
+
+READ_ONLY_COMMANDS = [
+    (["list", "--user-id", "ana"], 0, "Ana likes tea"),
+    (["doctor", "--check"], 0, "ok: no problems found"),
+    (["doctor"], 0, '"read_only": true'),
+    (["backup", "{folder}/copy.db"], 0, "backed up"),
+    (["add", "--user-id", "ana", "Ana likes coffee"], 1, "is read-only, so nothing can be added"),
+]
+
+
+def _without_root_override() -> None:
+    """In the child, before exec: drop CAP_DAC_OVERRIDE, so root obeys file modes like any user."""
+    import ctypes
+
+    pr_capbset_drop, cap_dac_override = 24, 1
+    if ctypes.CDLL(None, use_errno=True).prctl(pr_capbset_drop, cap_dac_override, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def test_a_read_only_database_is_read_and_never_written(engine: Engine, db_path: Path, tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    engine.add("Ana likes tea", user_id="ana")
+    engine.close()
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    database = folder / "memories.db"
+    shutil.copy(db_path, database)
+    os.chmod(database, 0o444)
+    before = database.read_bytes()
+    as_user = {"preexec_fn": _without_root_override} if os.geteuid() == 0 else {}
+    trimem = Path(sys.executable).with_name("trimem")
+    for command, status, expected in READ_ONLY_COMMANDS:
+        argv = [str(trimem), "--log-level", "WARNING", "--db", str(database),
+                *(a.format(folder=folder) for a in command)]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=folder,
+                                env={**os.environ, "TRIMEM_HOME": str(folder / "home")}, **as_user)
+        assert result.returncode == status, (command, result.stderr[-2000:])
+        assert expected in result.stdout + result.stderr, (command, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr, result.stderr
+        if status:
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert database.read_bytes() == before

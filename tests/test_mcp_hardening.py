@@ -125,3 +125,11 @@ HUGE_CALLS = [
 async def test_an_error_never_echoes_a_huge_value(client: Client, tool: str, arguments: dict[str, Any]) -> None:
     message = await fail(client, tool, **arguments)
     assert 0 < len(message) < 600, f"{len(message)} characters: {message[:300]}"
+
+
+# --- 7. an offset SQLite cannot bind ------------------------------------------------------------------------------
+
+
+async def test_list_with_an_offset_beyond_sqlite_integers_says_why(client: Client) -> None:
+    message = await fail(client, "list_memories", offset=2**63)
+    assert "offset must be a whole number from 0 to 9223372036854775807, got 9223372036854775808" in message
