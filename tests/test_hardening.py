@@ -335,3 +335,42 @@ def test_a_read_only_database_is_read_and_never_written(engine: Engine, db_path:
         if status:
             assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert database.read_bytes() == before
+
+
+# --- 8. every setting is checked at start-up ------------------------------------------------------------------------
+
+BAD_SETTINGS = [
+    ({"TRIMEM_MAX_RESULT_CHARS": "-5"},
+     "configuration [server] max_result_chars = -5 is not allowed: it must be a whole number of at least 1 "
+     "(set it in a --config file or TRIMEM_MAX_RESULT_CHARS)"),
+    ({"TRIMEM_USER_ID": ""},
+     "configuration [server] user_id = '' is not allowed: it must be a non-empty id without spaces, "
+     "e.g. 'ana_lopez' (set it in a --config file or TRIMEM_USER_ID)"),
+    ({"TRIMEM_LOG_LEVEL": "LOUD"},
+     "configuration [server] log_level = 'LOUD' is not allowed: use one of DEBUG, INFO, WARNING, ERROR, "
+     "CRITICAL (set it in a --config file or TRIMEM_LOG_LEVEL)"),
+    ({"TRIMEM_TORCH_THREADS": "0"}, "[store] torch_threads = 0 is not allowed"),
+    ({"TRIMEM_THRESHOLD": "nan"}, "[search] threshold = nan is not allowed"),
+    ({"TRIMEM_USER_ID": "ana lopez"}, "[server] user_id = 'ana lopez' is not allowed"),
+]
+
+
+@pytest.mark.parametrize(("environ", "message"), BAD_SETTINGS, ids=[next(iter(e)) for e, _ in BAD_SETTINGS])
+def test_a_bad_setting_stops_start_up_with_its_key_value_and_what_is_allowed(
+    environ: dict[str, str], message: str, db_path: Path, engine_factory: Callable[[Config], Engine],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    for command in (["list"], ["serve"]):
+        line = _refused(_cli(["--db", str(db_path), *command], engine_factory, monkeypatch))
+        assert message in line
+
+
+def test_a_config_file_value_of_the_wrong_type_is_refused(tmp_path: Path) -> None:
+    from store import InvalidArgument, load_config
+
+    override = tmp_path / "trimem.toml"
+    override.write_text('[server]\nmax_result_chars = "lots"\n')
+    with pytest.raises(InvalidArgument, match=r"\[server\] max_result_chars = 'lots' is not allowed: it must be of type int, not str"):
+        load_config(override, environ={})
