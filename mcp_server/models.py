@@ -59,6 +59,11 @@ class AddedOut(BaseModel):
         description="ADD: stored now. DUPLICATE: the same text was already stored; this is the existing memory."
     )
     memory: MemoryOut
+    ignored_metadata_keys: list[str] = Field(
+        default_factory=list,
+        description="Scope keys sent inside metadata and not stored; pass user_id, agent_id or run_id as "
+        "arguments instead.",
+    )
 
 
 class AddOutput(BaseModel):

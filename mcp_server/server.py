@@ -219,7 +219,11 @@ def build_server(config: Config, open_engine: Callable[[Config], Engine] = Engin
             content, **default_scope(config, user_id, agent_id, run_id),
             metadata=metadata, expiration_date=expiration_date,
         )
-        return AddOutput(results=[AddedOut(event=a.event, memory=MemoryOut.of(a.memory, max_chars)) for a in added])
+        return AddOutput(results=[
+            AddedOut(event=a.event, memory=MemoryOut.of(a.memory, max_chars),
+                     ignored_metadata_keys=a.ignored_metadata_keys)
+            for a in added
+        ])
 
     @tool(read_only=True)
     def search_memory(

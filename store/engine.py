@@ -37,6 +37,7 @@ from .validation import (
     check_offset,
     check_query,
     check_scope,
+    scope_keys_in,
     check_text,
     check_threshold,
     check_top_k,
@@ -202,11 +203,12 @@ class Engine:
         batch) is not stored twice: its result is the existing memory, event DUPLICATE.
         """
         scope = check_scope(user_id, agent_id, run_id)
-        expiry = check_expiration(expiration_date)
+        expiry = check_expiration(expiration_date, retrieval.today())
         self._check_writable()
         limits = self.config.limits
         texts = [check_text(item.text, limits.max_text_chars) for item in items]
         metadatas = [check_metadata(item.metadata, limits.max_metadata_bytes) for item in items]
+        ignored = [scope_keys_in(item.metadata) for item in items]
         hashes = [normalized_hash(text) for text in texts]
         first = {h: i for i, h in reversed(list(enumerate(hashes)))}  # a twin inside the batch is a duplicate
 
@@ -246,7 +248,7 @@ class Engine:
             for i, h in enumerate(hashes):
                 added_now = h in written and first[h] == i
                 row = written.get(h) or existing[h] or db.find_by_hash(self._conn, scope, h)
-                results.append(AddedMemory("ADD" if added_now else "DUPLICATE", to_memory(row)))
+                results.append(AddedMemory("ADD" if added_now else "DUPLICATE", to_memory(row), ignored[i]))
         return results
 
     def update(
@@ -264,6 +266,11 @@ class Engine:
         scope = check_scope(user_id, agent_id, run_id)
         if text is None and metadata is None:
             raise InvalidArgument("nothing to update: send text, metadata or both")
+        if misplaced := scope_keys_in(metadata):
+            raise InvalidArgument(
+                f"metadata holds the scope key(s) {', '.join(misplaced)}; update never moves a memory to another "
+                "scope: drop them (to move a memory, add it in the new scope and delete the old one)"
+            )
         self._check_writable()
         new_text = None if text is None else check_text(text, self.config.limits.max_text_chars)
         new_metadata = None if metadata is None else check_metadata(metadata, self.config.limits.max_metadata_bytes)

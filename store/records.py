@@ -3,7 +3,7 @@ shape with ``dataclasses.asdict``, so both surfaces show the same fields."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .scoring import ScoreBreakdown
@@ -42,6 +42,8 @@ class AddedMemory:
 
     event: AddEvent
     memory: Memory
+    ignored_metadata_keys: list[str] = field(default_factory=list)
+    """Scope keys sent inside metadata and dropped (pass them as scope arguments instead)."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import logging
 import math
 import re
 import unicodedata
@@ -20,7 +19,6 @@ from typing import Any
 from .errors import InvalidArgument, shown
 from .records import SCOPE_KEYS
 
-log = logging.getLogger(__name__)
 
 MAX_ID_CHARS = 256
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -61,8 +59,18 @@ def check_scope(user_id: Any = None, agent_id: Any = None, run_id: Any = None) -
     return scope
 
 
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
+"""Control, format (zero-width), surrogate, private-use, unassigned and blank characters."""
+
+
+def has_visible_character(text: str) -> bool:
+    """Whether any character would show on screen: a text of only NUL, zero-width spaces or
+    control characters embeds to noise, matches nothing by keyword and reads as nothing."""
+    return any(unicodedata.category(ch) not in INVISIBLE_CATEGORIES for ch in text)
+
+
 def check_text(text: Any, max_chars: int, what: str = "text") -> str:
-    """Memory text: a non-blank string no longer than ``max_chars``."""
+    """Memory text: a string with at least one visible character, no longer than ``max_chars``."""
     if not isinstance(text, str):
         raise InvalidArgument(f"{what} must be a string, got {type(text).__name__}")
     check_utf8(text, what)
@@ -72,6 +80,10 @@ def check_text(text: Any, max_chars: int, what: str = "text") -> str:
         raise InvalidArgument(
             f"{what} has {len(text)} characters, more than the limit of {max_chars}; split it into smaller facts"
         )
+    if not has_visible_character(text):
+        raise InvalidArgument(
+            f"{what} has no visible character (only control, zero-width or blank ones); send words"
+        )
     return text
 
 
@@ -80,11 +92,17 @@ def check_query(query: Any, max_chars: int) -> str:
     return check_text(query, max_chars, "query")
 
 
+def scope_keys_in(metadata: Any) -> list[str]:
+    """The scope keys a metadata object holds (``check_metadata`` drops them)."""
+    return [key for key in SCOPE_KEYS if isinstance(metadata, Mapping) and key in metadata]
+
+
 def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
-    """A JSON object of bounded size; scope keys inside it are ignored, never applied.
+    """A JSON object of bounded size; scope keys inside it are dropped, never applied.
 
     Dropping (rather than honouring) ``user_id`` and friends here stops a caller from
-    writing into another scope through metadata.
+    writing into another scope through metadata; ``scope_keys_in`` names them, so the
+    caller is told.
     """
     if metadata is None:
         return {}
@@ -95,7 +113,6 @@ def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
         if not isinstance(key, str) or not key.strip():
             raise InvalidArgument(f"metadata keys must be non-empty strings, got {shown(key)}")
         if key in SCOPE_KEYS:
-            log.warning("ignoring scope key %r inside metadata; pass it as a scope argument", key)
             continue
         cleaned[key] = value
     try:
@@ -108,16 +125,25 @@ def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
     return cleaned
 
 
-def check_expiration(value: Any) -> str | None:
-    """``YYYY-MM-DD``: the memory is hidden from the day after."""
+def check_expiration(value: Any, today: str) -> str | None:
+    """``YYYY-MM-DD``, today (UTC, ``today``) or later: the memory is hidden from the day after.
+
+    A past date would store a memory that no read shows, so it is refused.
+    """
     if value is None:
         return None
     if not isinstance(value, str) or not _DATE.fullmatch(value.strip()):
         raise InvalidArgument(f"expiration_date must look like 2026-12-31, got {shown(value)}")
     try:
-        return dt.date.fromisoformat(value.strip()).isoformat()
+        date = dt.date.fromisoformat(value.strip()).isoformat()
     except ValueError:
         raise InvalidArgument(f"expiration_date {shown(value)} is not a real calendar date") from None
+    if date < today:
+        raise InvalidArgument(
+            f"expiration_date {date} is in the past (today is {today}, UTC), so the memory would be hidden at once; "
+            "send today or a later date, or omit it"
+        )
+    return date
 
 
 def check_top_k(top_k: Any, maximum: int) -> int:

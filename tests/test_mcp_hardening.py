@@ -133,3 +133,37 @@ async def test_an_error_never_echoes_a_huge_value(client: Client, tool: str, arg
 async def test_list_with_an_offset_beyond_sqlite_integers_says_why(client: Client) -> None:
     message = await fail(client, "list_memories", offset=2**63)
     assert "offset must be a whole number from 0 to 9223372036854775807, got 9223372036854775808" in message
+
+
+# --- 9. garbage is refused, dropped metadata keys are reported -----------------------------------------------------
+
+INVISIBLE = ["\x00", "\x00\x00\x00", "\u200b\u200c\u200d", "\x01\x02\x7f", "\ufeff\u2060\x00", "\u00a0\x00\u200b"]
+
+
+@pytest.mark.parametrize("text", INVISIBLE, ids=[t.encode("unicode_escape").decode() for t in INVISIBLE])
+async def test_text_or_query_without_a_visible_character_is_refused(client: Client, text: str) -> None:
+    assert "text has no visible character (only control, zero-width or blank ones); send words" in await fail(
+        client, "add_memory", text=text
+    )
+    await call(client, "add_memory", text="Ana is allergic to peanuts")
+    assert "query has no visible character" in await fail(client, "search_memory", query=text)
+    assert (await call(client, "list_memories"))["memories"][0]["text"] == "Ana is allergic to peanuts"
+    assert len((await call(client, "list_memories"))["memories"]) == 1
+
+
+@pytest.mark.parametrize("date", ["0001-01-01", "2020-02-29"])
+async def test_an_expiration_date_in_the_past_is_refused(client: Client, date: str) -> None:
+    message = await fail(client, "add_memory", text="Ana's flight is on Friday", expiration_date=date)
+    assert f"expiration_date {date} is in the past (today is " in message
+    assert "send today or a later date, or omit it" in message
+    assert (await call(client, "list_memories", show_expired=True))["memories"] == []
+
+
+async def test_scope_keys_inside_metadata_are_reported(client: Client) -> None:
+    added = await call(client, "add_memory", text="Likes jazz", metadata={"user_id": "mallory", "run_id": "r",
+                                                                           "genre": "jazz"})
+    [result] = added["results"]
+    assert result["ignored_metadata_keys"] == ["user_id", "run_id"]
+    assert (result["memory"]["user_id"], result["memory"]["metadata"]) == ("default", {"genre": "jazz"})
+    message = await fail(client, "update_memory", memory_id=result["memory"]["id"], metadata={"agent_id": "x"})
+    assert "metadata holds the scope key(s) agent_id; update never moves a memory" in message
