@@ -1,4 +1,4 @@
-"""The MCP server: trimem's engine behind eight tools, over stdio or streamable HTTP.
+"""The MCP server: trimem's engine behind nine tools, over stdio or streamable HTTP.
 
 ``build_server(config)`` returns an ``MCPServer`` whose lifespan opens one ``Engine``
 and starts loading the models in a background thread, so the ``initialize`` answer
@@ -29,7 +29,7 @@ from store.config import Config
 from store.engine import Engine
 from store.errors import TrimemError
 
-from . import default_scope
+from . import default_scope, named_scope
 from .models import (
     AddedOut,
     AddOutput,
@@ -51,7 +51,8 @@ Call search_memory before answering anything that may depend on what you were to
 earlier conversations (preferences, people, projects, plans, facts about the user).
 Call add_memory when the user tells you something worth remembering later: one short,
 self-contained fact per memory, written so it makes sense without the conversation.
-With no user_id, agent_id or run_id, every tool works on the default user's memories."""
+Without user_id, every tool works on the default user's memories; agent_id and run_id
+narrow within that user."""
 
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 
@@ -122,11 +123,11 @@ def engine_of(ctx: Context) -> Engine:
 # Argument types shared by the tools; descriptions are what the model reads.
 UserId = Annotated[
     str | None,
-    Field(description="Whose memories: a user id such as 'ana'. Omit user_id, agent_id and run_id to use the "
-          "default user."),
+    Field(description="Whose memories: a user id such as 'ana'. Omitted, it is the default user."),
 ]
-AgentId = Annotated[str | None, Field(description="An agent's own memories, e.g. 'travel_planner'.")]
-RunId = Annotated[str | None, Field(description="Memories of one session or task run.")]
+AgentId = Annotated[str | None, Field(description="Narrows to one agent's memories of that user, e.g. "
+                                      "'travel_planner'.")]
+RunId = Annotated[str | None, Field(description="Narrows to one session or task run of that user.")]
 MemoryId = Annotated[str, Field(min_length=1, description="A memory id, as returned by add_memory, search_memory "
                                 "or list_memories.")]
 Metadata = Annotated[
@@ -346,10 +347,11 @@ def build_server(config: Config, open_engine: Callable[[Config], Engine] = Engin
     ) -> DeletedCount:
         """Forget every memory of one user, agent or run. Only when the user explicitly asks.
 
-        The scope must be named: this tool never falls back to the default user.
+        The scope must be named (at least one id); agent_id or run_id alone mean the default
+        user's agent or run, as in every other tool.
         """
-        # Deliberately not default_scope: the engine refuses a call that names no scope.
-        return DeletedCount(deleted_count=engine_of(ctx).delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id))
+        scope = named_scope(config, user_id, agent_id, run_id)
+        return DeletedCount(deleted_count=engine_of(ctx).delete_all(**scope))
 
     @tool(read_only=True)
     def memory_history(

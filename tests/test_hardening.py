@@ -374,3 +374,65 @@ def test_a_config_file_value_of_the_wrong_type_is_refused(tmp_path: Path) -> Non
     override.write_text('[server]\nmax_result_chars = "lots"\n')
     with pytest.raises(InvalidArgument, match=r"\[server\] max_result_chars = 'lots' is not allowed: it must be of type int, not str"):
         load_config(override, environ={})
+
+
+# --- 10. scopes: the default user whenever user_id is absent ------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from mcp_server import default_scope, named_scope  # noqa: E402
+from store import InvalidArgument  # noqa: E402
+
+USERS, AGENTS, RUNS = ("default", "ana", "bob"), ("", "planner"), ("", "r1")
+
+
+@pytest.fixture
+def scoped(engine: Engine) -> Engine:
+    """One memory in every combination of user, agent and run ('' = not set)."""
+    for user in USERS:
+        for agent in AGENTS:
+            for run in RUNS:
+                engine.add(f"note of {user}/{agent or '-'}/{run or '-'}", user_id=user,
+                           agent_id=agent or None, run_id=run or None)
+    return engine
+
+
+def _expected(user: str | None, agent: str | None, run: str | None) -> set[str]:
+    return {
+        f"note of {u}/{a or '-'}/{r or '-'}"
+        for u in USERS for a in AGENTS for r in RUNS
+        if u == (user or "default") and (agent is None or a == agent) and (run is None or r == run)
+    }
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    user=st.sampled_from([None, "default", "ana", "bob", "zed"]),
+    agent=st.sampled_from([None, "planner", "other"]),
+    run=st.sampled_from([None, "r1", "r2"]),
+)
+def test_every_call_reaches_exactly_its_users_scope(scoped: Engine, config: Config, user, agent, run) -> None:  # noqa: ANN001
+    scope = default_scope(config, user, agent, run)
+    expected = _expected(user, agent, run)
+    assert {m.text for m in scoped.list(**scope)} == expected
+    hits = scoped.search("note", **scope, threshold=0.0, top_k=100)
+    assert {hit.memory.text for hit in hits} <= expected
+    if user is None and agent is None and run is None:
+        with pytest.raises(InvalidArgument, match="name a scope"):
+            named_scope(config, user, agent, run)
+    else:
+        assert named_scope(config, user, agent, run) == scope
+
+
+@pytest.mark.parametrize(("user", "agent", "run"), [(None, "planner", None), (None, None, "r1"), ("ana", "planner", None)])
+def test_cli_delete_all_follows_the_same_rule(
+    scoped: Engine, db_path: Path, engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch,
+    user: str | None, agent: str | None, run: str | None,
+) -> None:
+    options = [f"--{k}-id={v}" for k, v in (("user", user), ("agent", agent), ("run", run)) if v]
+    result = _cli(["--db", str(db_path), "delete-all", "--yes", *options], engine_factory, monkeypatch)
+    assert result.exit_code == 0, result.output
+    everything = _expected("default", None, None) | _expected("ana", None, None) | _expected("bob", None, None)
+    remaining = {m.text for u in USERS for m in scoped.list(user_id=u)}
+    assert remaining == everything - _expected(user, agent, run)  # main: every user's planner notes went

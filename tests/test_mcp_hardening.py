@@ -167,3 +167,23 @@ async def test_scope_keys_inside_metadata_are_reported(client: Client) -> None:
     assert (result["memory"]["user_id"], result["memory"]["metadata"]) == ("default", {"genre": "jazz"})
     message = await fail(client, "update_memory", memory_id=result["memory"]["id"], metadata={"agent_id": "x"})
     assert "metadata holds the scope key(s) agent_id; update never moves a memory" in message
+
+
+# --- 10. agent and run ids narrow within the (default) user ---------------------------------------------------------
+
+
+async def test_an_agent_id_alone_never_reaches_another_users_memories(client: Client) -> None:
+    ids = {}
+    for user in ("ana", "bob", None):
+        added = await call(client, "add_memory", text=f"The planner booked a train for {user or 'me'}",
+                           agent_id="planner", **({"user_id": user} if user else {}))
+        ids[user] = added["results"][0]["memory"]["id"]
+    mine = (await call(client, "list_memories", agent_id="planner"))["memories"]
+    assert [(m["user_id"], m["agent_id"]) for m in mine] == [("default", "planner")]
+    found = (await call(client, "search_memory", query="train booking", agent_id="planner", threshold=0))["results"]
+    assert [hit["id"] for hit in found] == [ids[None]]
+    assert "not found" in await fail(client, "get_memory", memory_id=ids["ana"], agent_id="planner")
+    assert "not found" in await fail(client, "delete_memory", memory_id=ids["bob"], agent_id="planner")
+    assert (await call(client, "delete_all_memories", agent_id="planner")) == {"deleted_count": 1}  # main: 3
+    for user in ("ana", "bob"):
+        assert len((await call(client, "list_memories", user_id=user, agent_id="planner"))["memories"]) == 1
