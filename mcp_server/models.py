@@ -46,7 +46,7 @@ class MemoryOut(BaseModel):
     metadata: dict[str, Any]
     created_at: str
     updated_at: str
-    expiration_date: str | None = Field(description="YYYY-MM-DD; the memory is hidden from searches after this day.")
+    expiration_date: str | None = Field(description="YYYY-MM-DD; the memory is hidden once this day has ended (UTC).")
 
     @classmethod
     def of(cls, memory: Memory, max_chars: int, **extra: Any) -> MemoryOut:

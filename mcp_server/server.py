@@ -143,7 +143,8 @@ Filters = Annotated[
 ShowExpired = Annotated[bool, Field(description="Also return memories whose expiration_date has passed.")]
 ExpirationDate = Annotated[
     str | None,
-    Field(pattern=r"^\s*\d{4}-\d{2}-\d{2}\s*$", description="YYYY-MM-DD: forget it after this day, e.g. for plans."),
+    Field(pattern=r"^\s*\d{4}-\d{2}-\d{2}\s*$", description="YYYY-MM-DD, today or later: hidden once this day has ended (UTC), e.g. for "
+          "plans."),
 ]
 
 

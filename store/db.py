@@ -351,6 +351,21 @@ def counts(conn: apsw.Connection) -> dict[str, int]:
 # --- retrieval signals ------------------------------------------------------------------
 
 
+def live_sql(filter_sql: str, filter_params: list[Any], on: str | None) -> tuple[str, list[Any]]:
+    """The metadata filter SQL (over alias ``m``) and, when ``on`` is a day, "not expired before it"."""
+    if on is None:
+        return filter_sql, filter_params
+    return f"({filter_sql}) AND (m.expiration_date IS NULL OR m.expiration_date >= ?)", [*filter_params, on]
+
+
+def count_expired(conn: apsw.Connection, scope: dict[str, str], on: str) -> int:
+    """Memories of the scope that expired before ``on`` (the partial expiry index finds them)."""
+    where, params = scope_sql(scope)
+    return conn.execute(
+        f"SELECT count(*) FROM memories WHERE expiration_date < ? AND {where}", (on, *params)
+    ).fetchone()[0]
+
+
 def knn_memories(
     conn: apsw.Connection,
     embedding: np.ndarray,
@@ -358,21 +373,31 @@ def knn_memories(
     limit: int,
     filter_sql: str,
     filter_params: list[Any],
+    on: str | None,
 ) -> list[tuple[int, float]]:
-    """Nearest memories in scope as (rowid, cosine distance), nearest first.
+    """Nearest live memories in scope as (rowid, cosine distance), nearest first; with ``on``
+    (a UTC day) memories expired before it are skipped, and never take a slot.
 
-    Without metadata filters vec0 filters the scope during its own scan. With filters,
-    a post-filtered KNN could return fewer than ``limit`` rows, so we scan exactly the
-    filtered rows instead: same result set semantics, a different plan.
+    Without metadata filters vec0 filters the scope during its own scan, asking for
+    ``limit`` more neighbours than the scope has expired memories, which are then dropped:
+    exactly the ``limit`` nearest live ones. With filters (or too many expired memories
+    for vec0's k), a post-filtered KNN could return fewer than ``limit`` rows, so we scan
+    exactly the filtered rows instead: same result set semantics, a different plan.
     """
     blob = vector_blob(embedding)
     limit = min(limit, KNN_LIMIT)
-    if filter_sql == "1":
+    expired = count_expired(conn, scope, on) if on is not None else 0
+    if filter_sql == "1" and limit + expired <= KNN_LIMIT:
         where, params = scope_sql(scope)
+        knn = f"SELECT memory_rowid, distance FROM memory_vectors WHERE embedding MATCH ? AND k = ? AND {where}"
+        if not expired:
+            return conn.execute(knn, (blob, limit, *params)).fetchall()
         return conn.execute(
-            f"SELECT memory_rowid, distance FROM memory_vectors WHERE embedding MATCH ? AND k = ? AND {where}",
-            (blob, limit, *params),
+            f"SELECT knn.memory_rowid, knn.distance FROM ({knn}) knn JOIN memories m ON m.rowid = knn.memory_rowid "
+            "WHERE m.expiration_date IS NULL OR m.expiration_date >= ? ORDER BY knn.distance LIMIT ?",
+            (blob, limit + expired, *params, on, limit),
         ).fetchall()
+    filter_sql, filter_params = live_sql(filter_sql, filter_params, on)
     where, params = scope_sql(scope, "m")
     return conn.execute(
         "SELECT m.rowid, vec_distance_cosine(v.embedding, ?) AS distance FROM memories m "

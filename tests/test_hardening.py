@@ -436,3 +436,29 @@ def test_cli_delete_all_follows_the_same_rule(
     everything = _expected("default", None, None) | _expected("ana", None, None) | _expected("bob", None, None)
     remaining = {m.text for u in USERS for m in scoped.list(user_id=u)}
     assert remaining == everything - _expected(user, agent, run)  # main: every user's planner notes went
+
+
+# --- 11. expired memories are skipped inside each signal ---------------------------------------------------------
+
+
+def test_expired_memories_take_no_slot_and_no_share_of_the_denominator(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datetime as dt
+
+    from store.engine import MemoryInput
+
+    today = dt.datetime.now(dt.timezone.utc).date()
+    expired = [MemoryInput(f"Ana's parking permit number {n} for the garage is valid") for n in range(65)]
+    engine.add_many(expired, user_id="ana", expiration_date=today.isoformat())
+    engine.add("Ana may leave her car in the office garage", user_id="ana")
+    monkeypatch.setattr("store.retrieval.today", lambda: (today + dt.timedelta(days=1)).isoformat())
+
+    explained = engine.explain("parking permit", user_id="ana", top_k=1, threshold=0.0)
+    assert [hit.memory.text for hit in explained.hits] == ["Ana may leave her car in the office garage"]  # main: []
+    assert "bm25" not in explained.analysis.signals_active  # main: the expired keyword hits counted
+    assert explained.analysis.max_possible_score == 1.0
+    assert {d.reason for d in explained.dropped} == {"expired"}
+    assert len(explained.dropped) == 60  # the nearest of them, as the unfiltered over-fetch sees them
+    everything = engine.search("parking permit", user_id="ana", top_k=1, threshold=0.0, show_expired=True)
+    assert "parking permit" in everything[0].memory.text
