@@ -106,7 +106,7 @@ class Replay:
     def __init__(
         self, embedder: Embedder, nlp: NLP, base_of: dict[str, str], sigma: float = 0.0073
     ) -> None:
-        self.name, self.dimension = embedder.name, embedder.dimension
+        self.name, self.dimension, self.tier = embedder.name, embedder.dimension, nlp.tier
         self._embedder, self._nlp, self._base_of, self._sigma = embedder, nlp, base_of, sigma
         self._vectors: dict[str, np.ndarray] = {}
         self._analyses: dict[str, object] = {}
@@ -187,9 +187,9 @@ def measure_search(engine: Engine, questions: Sequence[str], run: SearchRun, war
 
 def stored_vectors(engine: Engine) -> np.ndarray:
     """Every vector of the benchmark scope, read back from ``memory_vectors``."""
-    from store import db
+    from store import connection
 
-    conn = db.connect(engine.path)
+    conn = connection.connect(engine.path)
     try:
         rows = conn.execute("SELECT embedding FROM memory_vectors WHERE user_id = ?", (SCOPE,)).fetchall()
     finally:
@@ -305,6 +305,47 @@ def measure_add(engine: Engine, texts: Sequence[str], singles: int, batch: int, 
     return run
 
 
+# --- delete_all ------------------------------------------------------------------------------
+
+
+@dataclass
+class DeleteRun:
+    """One ``Engine.delete_all`` of a whole scope, with what the scope held."""
+
+    memories: int = 0
+    entities: int = 0
+    seconds: float = 0.0
+
+
+def measure_delete_all(base: Config, embedder: Embedder, nlp: NLP, count: int) -> DeleteRun:
+    """Build ``count`` memories (``Replay`` models, real SQL) in a fresh file, then time one
+    ``delete_all`` of the scope: every row, vector, FTS row, link, entity and history event."""
+    base_of = variants(locomo.load(), count)
+    replay = Replay(embedder, nlp, base_of)
+    path = report.RESULTS / "speed-delete.db"
+    _remove(path)
+    run = DeleteRun()
+    with Engine(base.replace("store", db_path=str(path)), embedder=replay, nlp=replay) as engine:
+        texts = list(base_of)
+        for lo in range(0, len(texts), BUILD_CHUNK):
+            engine.add_many([MemoryInput(text) for text in texts[lo : lo + BUILD_CHUNK]], user_id=SCOPE)
+        run.entities = engine.status()["counts"]["entities"]
+        started = time.perf_counter()
+        run.memories = engine.delete_all(user_id=SCOPE)
+        run.seconds = time.perf_counter() - started
+    _remove(path)
+    return run
+
+
+def delete_table(run: DeleteRun | None) -> str:
+    if run is None:
+        return "(not measured)"
+    return (
+        "| memories | entities | `delete_all` |\n|---:|---:|---:|\n"
+        f"| {run.memories:,} | {run.entities:,} | {run.seconds:.2f} s |"
+    )
+
+
 # --- report ----------------------------------------------------------------------------------
 
 
@@ -376,7 +417,8 @@ def add_table(runs: dict[str, AddRun]) -> str:
 
 
 def markdown(
-    runs: Sequence[SearchRun], adds: dict[str, AddRun], cold: str, command: str, environment: str, n_queries: int
+    runs: Sequence[SearchRun], adds: dict[str, AddRun], cold: str, command: str, environment: str, n_queries: int,
+    deleted: DeleteRun | None = None,
 ) -> str:
     return f"""## Speed and memory
 
@@ -418,6 +460,14 @@ FTS, entity and history tables, entity matching, commit.
 
 {add_table(adds)}
 
+### Forget a scope
+
+One `Engine.delete_all` of a scope built as above, in one transaction: each memory's row, vector, FTS
+row, links and history event, then one pass removing the entities left without links (one pass per
+transaction, not two per deleted memory).
+
+{delete_table(deleted)}
+
 {cold}
 """
 
@@ -431,7 +481,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="inference threads (default: the config's)")
     parser.add_argument("--compare-backend", default="torch",
                         help="also time adds with this embedding backend, as the baseline ('' for none)")
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: search, add, coldstart")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: search, add, delete, coldstart")
+    parser.add_argument("--delete-all", type=int, default=10_000, help="memories in the timed delete_all")
     parser.add_argument("--db", type=Path, default=report.RESULTS / "speed.db", help="search benchmark database")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
@@ -469,6 +520,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 adds[f"{baseline.backend} (baseline)"] = measure_add(engine, rest, args.singles, args.batch, "a2")
         print("  add measured", file=sys.stderr, flush=True)
 
+    deleted = None
+    if "delete" not in skip:
+        deleted = measure_delete_all(base, embedder, nlp, args.delete_all)
+        print(f"  delete_all of {deleted.memories} memories: {deleted.seconds:.2f} s", file=sys.stderr, flush=True)
+
     cold = ""
     if "coldstart" not in skip:
         cold = coldstart.markdown(coldstart.measure())
@@ -476,7 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     environment = report.environment(
         {"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend, "inference threads": str(threads)}
     )
-    section = markdown(runs, adds, cold, report.command_line(), environment, len(questions))
+    section = markdown(runs, adds, cold, report.command_line(), environment, len(questions), deleted)
     print(section)
     if not args.no_doc:
         report.write_section("speed", section)

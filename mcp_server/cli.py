@@ -22,7 +22,7 @@ import click
 from store.config import Config, load_config
 from store.errors import TrimemError
 
-from . import default_scope
+from . import default_scope, named_scope
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -75,12 +75,12 @@ def open_engine(config: Config) -> Iterator[Any]:
 
 
 def scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--user-id``, ``--agent-id``, ``--run-id``; naming none means the configured default user."""
+    """``--user-id``, ``--agent-id``, ``--run-id``; without ``--user-id`` the configured default user."""
     for name, help_text in reversed(
         (
             ("user-id", "Whose memories (default: the configured user_id)."),
-            ("agent-id", "An agent's memories."),
-            ("run-id", "One run's or session's memories."),
+            ("agent-id", "Narrow to one agent's memories of that user."),
+            ("run-id", "Narrow to one run's or session's memories of that user."),
         )
     ):
         fn = click.option(f"--{name}", help=help_text)(fn)
@@ -136,7 +136,7 @@ def serve(config: Config, transport: str, port: int) -> None:
 @click.argument("text")
 @scope_options
 @json_option("metadata", "A JSON object stored with the memory.")
-@click.option("--expiration-date", help="YYYY-MM-DD; the memory is hidden after this day.")
+@click.option("--expiration-date", help="YYYY-MM-DD, today or later; the memory is hidden once this day has ended (UTC).")
 @click.pass_obj
 def add(config: Config, text: str, user_id: str | None, agent_id: str | None, run_id: str | None,
         metadata: Any, expiration_date: str | None) -> None:
@@ -223,9 +223,12 @@ def delete(config: Config, memory_id: str, user_id: str | None, agent_id: str | 
 @click.confirmation_option(prompt="Forget every memory in this scope?")
 @click.pass_obj
 def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
-    """Forget every memory of the named user, agent or run (no default: name the scope)."""
+    """Forget every memory of the named user, agent or run (name at least one; an agent or run
+    alone means the configured user's)."""
+    with engine_errors():
+        scope = named_scope(config, user_id, agent_id, run_id)
     with open_engine(config) as engine:
-        echo_json({"deleted_count": engine.delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id)})
+        echo_json({"deleted_count": engine.delete_all(**scope)})
 
 
 @cli.command()

@@ -22,7 +22,7 @@ from . import db, scoring
 from .config import SearchConfig
 from .embeddings import Embedder
 from .nlp import NLP
-from .records import DroppedCandidate, EntityMatch, Explanation, Memory, QueryAnalysis, SearchHit
+from .records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit, to_memory
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,12 @@ class PreparedQuery:
     entities: list[str]
     embedding: np.ndarray
     entity_embeddings: np.ndarray
+
+
+def today() -> str:
+    """Today's date in UTC, the clock expiration dates are read against (a memory expires
+    after its expiration day, and days change at midnight UTC, not at local midnight)."""
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,13 @@ class SearchRequest:
     filter_params: list[Any]
     show_expired: bool
     options: SearchConfig
+    on: str = field(default_factory=lambda: today())
+    """The day the search runs (UTC), read once so every signal agrees."""
+
+    @property
+    def live_on(self) -> str | None:
+        """The day before which expired memories are skipped, or None to keep them (``show_expired``)."""
+        return None if self.show_expired else self.on
 
     @property
     def internal_limit(self) -> int:
@@ -93,7 +106,10 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
     """Run the three signals over the caller's scope and filters."""
     limit = request.internal_limit
     scope, fsql, fparams = request.scope, request.filter_sql, request.filter_params
-    distances = dict(db.knn_memories(conn, prepared.embedding, scope, limit, fsql, fparams))
+    distances = dict(db.knn_memories(conn, prepared.embedding, scope, limit, fsql, fparams, request.live_on))
+    # Expired memories are kept out inside each signal's SQL, like the metadata filters: they
+    # take no over-fetch slot and add no keyword or entity share to the denominator.
+    fsql, fparams = db.live_sql(fsql, fparams, request.live_on)
     bm25_raw: dict[int, float] = {}
     if request.options.use_bm25:
         bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
@@ -128,9 +144,8 @@ def entity_boosts(
             for entity_id, text, similarity in scored
             if similarity >= scoring.ENTITY_MATCH_THRESHOLD
         }
-        linked, links, exists = db.entity_links(
-            conn, list(similar), request.filter_sql, request.filter_params, among
-        )
+        fsql, fparams = db.live_sql(request.filter_sql, request.filter_params, request.live_on)
+        linked, links, exists = db.entity_links(conn, list(similar), fsql, fparams, among)
         active = active or exists
         for entity_id, rowid in links:
             text, similarity = similar[entity_id]
@@ -144,29 +159,22 @@ def entity_boosts(
 # --- 3 and 4. fuse and assemble -----------------------------------------------------------
 
 
-def today() -> str:
-    """Today's date in UTC, the clock expiration dates are read against."""
-    return dt.datetime.now(dt.timezone.utc).date().isoformat()
-
-
 def is_expired(expiration_date: str | None, on: str) -> bool:
     """A memory expires after its expiration day."""
     return expiration_date is not None and expiration_date < on
 
 
 def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, explain: bool) -> Explanation:
-    """Signals, expiry, the gate and fusion, then the ranked memories with their scores."""
+    """Signals (expired and filtered-out memories already excluded), the gate and fusion, then
+    the ranked memories with their scores.
+
+    ``conn`` should be inside a read transaction (``connection.read_transaction``): the
+    statements here must all see one snapshot of the database.
+    """
     signals = gather_signals(conn, prepared, request)
     rows = db.memories_by_rowid(conn, list(signals.distances))
-    on = today()
     dropped: list[DroppedCandidate] = []
-    semantic: dict[int, float] = {}
-    for rowid, distance in sorted(signals.distances.items(), key=lambda item: item[1]):
-        similarity = scoring.similarity_from_distance(distance)
-        if not request.show_expired and is_expired(rows[rowid].expiration_date, on):
-            dropped.append(DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "expired"))
-        else:
-            semantic[rowid] = similarity
+    semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in signals.distances.items()}
     params = scoring.bm25_params(len(prepared.terms))
     fusion = scoring.fuse(
         semantic, signals.bm25_raw, params, signals.boosts, request.threshold, request.top_k,
@@ -176,8 +184,8 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
         DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "below_threshold")
         for rowid, similarity in fusion.below_threshold
     )
-    if explain and request.filter_sql != "1":
-        dropped.extend(filtered_out(conn, prepared, request, signals))
+    if explain and (request.filter_sql != "1" or request.live_on is not None):
+        dropped.extend(left_out(conn, prepared, request, signals))
     hits = [
         SearchHit(
             memory=to_memory(rows[rowid]),
@@ -203,35 +211,22 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
     return Explanation(hits=hits, analysis=analysis, dropped=dropped if explain else [])
 
 
-def filtered_out(
+def left_out(
     conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, signals: Signals
 ) -> list[DroppedCandidate]:
-    """For explain only: the nearest memories the metadata filters kept out of every signal.
+    """For explain only: the nearest memories that expiry or the metadata filters kept out of
+    every signal, each marked ``expired`` or ``filtered``.
 
-    Filters run inside each signal's SQL, so excluded memories never become candidates;
-    this extra unfiltered KNN shows the caller what the filters cost them.
+    Both run inside each signal's SQL, so excluded memories never become candidates; this
+    extra unfiltered KNN shows the caller what they cost.
     """
-    unfiltered = db.knn_memories(conn, prepared.embedding, request.scope, request.internal_limit, "1", [])
+    unfiltered = db.knn_memories(conn, prepared.embedding, request.scope, request.internal_limit, "1", [], None)
     excluded = [(rowid, distance) for rowid, distance in unfiltered if rowid not in signals.distances]
     rows = db.memories_by_rowid(conn, [rowid for rowid, _ in excluded])
     return [
-        DroppedCandidate(rows[rowid].id, rows[rowid].text, scoring.similarity_from_distance(distance), "filtered")
+        DroppedCandidate(
+            rows[rowid].id, rows[rowid].text, scoring.similarity_from_distance(distance),
+            "expired" if request.live_on and is_expired(rows[rowid].expiration_date, request.live_on) else "filtered",
+        )
         for rowid, distance in excluded
     ]
-
-
-def to_memory(row: db.MemoryRow) -> Memory:
-    """The public view of a stored row ('' scope ids become ``None``)."""
-    return Memory(
-        id=row.id,
-        text=row.text,
-        user_id=row.user_id or None,
-        agent_id=row.agent_id or None,
-        run_id=row.run_id or None,
-        actor_id=row.actor_id,
-        role=row.role,
-        metadata=row.metadata,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        expiration_date=row.expiration_date,
-    )

@@ -150,3 +150,10 @@ def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
     report.write_section("quality", quality.markdown(run, "python bench/quality.py", "env", Path("x.json")), doc)
     text = doc.read_text()
     assert text.count("<!-- quality:start -->") == 1 and "speed figures" in text and "stale-quality-figures" not in text
+
+
+def test_delete_all_is_timed_on_a_built_scope(config: Config, embedder, nlp, monkeypatch, tmp_path: Path):
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    run = speed.measure_delete_all(config, embedder, nlp, 120)
+    assert run.memories == 120 and run.entities > 0 and run.seconds > 0
+    assert "| 120 |" in speed.delete_table(run)

@@ -133,11 +133,12 @@ def test_list_is_newest_first_and_paginates(engine: Engine) -> None:
         engine.list(user_id="ana", offset=-1)
 
 
-def test_expired_memories_are_hidden_unless_asked_for(engine: Engine) -> None:
-    yesterday = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)).isoformat()
-    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
-    engine.add("Ana's parking permit is valid", user_id="ana", expiration_date=yesterday)
-    engine.add("Ana's gym pass is valid", user_id="ana", expiration_date=today)
+def test_expired_memories_are_hidden_unless_asked_for(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    today = dt.datetime.now(dt.timezone.utc).date()
+    engine.add("Ana's parking permit is valid", user_id="ana", expiration_date=today.isoformat())
+    engine.add("Ana's gym pass is valid", user_id="ana", expiration_date=(today + dt.timedelta(days=1)).isoformat())
+    # A past date is refused at add time, so move the clock instead: tomorrow the permit has expired.
+    monkeypatch.setattr("store.retrieval.today", lambda: (today + dt.timedelta(days=1)).isoformat())
     assert [m.text for m in engine.list(user_id="ana")] == ["Ana's gym pass is valid"]
     assert len(engine.list(user_id="ana", show_expired=True)) == 2
     hits = engine.search("is the parking permit valid", user_id="ana", threshold=0)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from store import Engine, InvalidArgument, NotFound
-from store import db as dbmod
+from store import connection
 from store.maintenance import check as check_connection
 
 sys.path.insert(0, str(Path(__file__).parent / "stress"))
@@ -144,7 +144,7 @@ def test_repair_reports_what_it_did(engine: Engine) -> None:
 
 
 def test_check_reports_a_foreign_database_and_a_damaged_file(tmp_path: Path, engine: Engine) -> None:
-    foreign = dbmod.connect(tmp_path / "other.db")
+    foreign = connection.connect(tmp_path / "other.db")
     foreign.execute("CREATE TABLE notes(x)")
     assert [v.check for v in check_connection(foreign)] == ["schema"]
     foreign.close()
@@ -163,7 +163,7 @@ def test_check_reports_a_foreign_database_and_a_damaged_file(tmp_path: Path, eng
         handle.seek(4096 * 6)
         handle.write(b"\xde\xad\xbe\xef" * 2048)
     conn = apsw.Connection(str(damaged))
-    dbmod.connection_sqlite_vec(conn)
+    connection.connection_sqlite_vec(conn)
     violations = check_connection(conn)
     assert violations and violations[0].check == "integrity", violations
 

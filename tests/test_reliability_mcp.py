@@ -33,7 +33,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from test_mcp_stdio import server_command  # pytest puts tests/ on sys.path (prepend import mode)
 from test_reliability import FACTS, HOSTILE_STRINGS, SETTINGS, _nested  # shared with the engine-level properties
 
-from store import db
+from store import connection
 from store.maintenance import check
 
 STRESS = os.environ.get("TRIMEM_STRESS") == "1"
@@ -60,7 +60,7 @@ def assert_clean_log(path: Path) -> None:
 
 
 def assert_consistent(database: Path, nlp) -> None:  # noqa: ANN001
-    conn = db.connect(database)
+    conn = connection.connect(database)
     try:
         assert check(conn, nlp) == []
     finally:
