@@ -67,7 +67,7 @@ class Signals:
 
 def prepare(query: str, nlp: NLP, embedder: Embedder, options: SearchConfig) -> PreparedQuery:
     """Lemmatize, extract entities and embed the query (and its entities) in one batch."""
-    analysis = nlp.analyze(query)
+    analysis = nlp.analyze_query(query, entities=options.use_entities)
     entities: list[str] = []
     if options.use_entities:
         for entity in analysis.entities:

@@ -144,7 +144,7 @@ def zygote() -> None:
     embedder = SentenceTransformerEmbedder(config.store.embedding_model, threads=1)
     nlp = NLP(config.store.spacy_pipeline or None)
     embedder.embed_batch(["warm up"])
-    nlp.analyze("Alice warmed up in Paris")
+    nlp.analyze_query("Alice warmed up in Paris")
     _say("loaded")
     pending = b""
     children: set[int] = set()
