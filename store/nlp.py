@@ -248,8 +248,9 @@ class NLP:
     def analyze_query(self, text: str, *, entities: bool = True) -> Analysis:
         """BM25 terms and entities of one search query, with the least pipeline work.
 
-        The same terms and entities as ``analyze_batch([text])[0]`` (``bench/nlp_parity.py``
-        compares the two paths over every LoCoMo dev question), computed with less work:
+        The same terms and entities as ``analyze_batch([text])[0]`` (tests/test_nlp.py compares
+        the two paths; ``bench/nlp_parity.py`` compares every LoCoMo dev question with a snapshot
+        of the code before this path existed), computed with less work:
 
         * the cased doc and the lower-cased doc go through the pipes they share (tok2vec,
           tagger, attribute_ruler, lemmatizer) as one batch of two, and the parser and NER
