@@ -107,6 +107,7 @@ class Replay:
         self, embedder: Embedder, nlp: NLP, base_of: dict[str, str], sigma: float = 0.0073
     ) -> None:
         self.name, self.dimension, self.tier = embedder.name, embedder.dimension, nlp.tier
+        self.backend = f"replay of {embedder.backend}"
         self._embedder, self._nlp, self._base_of, self._sigma = embedder, nlp, base_of, sigma
         self._vectors: dict[str, np.ndarray] = {}
         self._analyses: dict[str, object] = {}

@@ -21,7 +21,7 @@ from store import db, retrieval
 
 SEARCH_STAGES = {
     "query embedding": ("embedder", "embed_batch"),
-    "lemmatize + entities": ("nlp", "analyze"),
+    "lemmatize + entities": ("nlp", "analyze_query"),
     "vector KNN": (db, "knn_memories"),
     "FTS5": (db, "bm25_memories"),
     "entity lookup": (retrieval, "entity_boosts"),

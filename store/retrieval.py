@@ -83,7 +83,7 @@ def prepare(query: str, nlp: NLP, embedder: Embedder, options: SearchConfig, sid
     """Lemmatize and extract entities while the query embeds on the ``side`` thread, then embed
     the entities. ONNX Runtime releases the GIL while it computes, so both cores work."""
     query_vector = side.submit(embedder.embed_batch, [query])
-    analysis = nlp.analyze(query)
+    analysis = nlp.analyze_query(query, entities=options.use_entities)
     entities: list[str] = []
     if options.use_entities:
         for entity in analysis.entities:

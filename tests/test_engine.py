@@ -11,6 +11,7 @@ import apsw
 import pytest
 
 from store import Engine, InvalidArgument, MemoryInput, NotFound, SchemaMismatch
+from store import connection
 from store import db as store_db
 from store.config import load_config
 
@@ -51,6 +52,32 @@ def test_duplicates_inside_one_batch_are_stored_once(engine: Engine) -> None:
     results = engine.add_many([MemoryInput("Tea, no sugar"), MemoryInput("tea,  no sugar")], user_id="ana")
     assert [r.event for r in results] == ["ADD", "DUPLICATE"]
     assert results[0].memory.id == results[1].memory.id
+
+
+@pytest.mark.parametrize("as_messages", [False, True])
+def test_a_batch_is_one_nlp_pass_two_model_batches_and_one_transaction(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, as_messages: bool
+) -> None:
+    calls: list[str] = []
+
+    def counted(name: str, function):  # type: ignore[no-untyped-def]
+        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append(name)
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(engine.nlp, "analyze_batch", counted("nlp", engine.nlp.analyze_batch))
+    monkeypatch.setattr(engine.embedder, "embed_batch", counted("embed", engine.embedder.embed_batch))
+    monkeypatch.setattr(connection, "write_transaction", counted("transaction", connection.write_transaction))
+    texts = ["Ana flew to Tokyo with Delta", "Ana met Kenji in Kyoto", "Kenji teaches judo", "ana met kenji in kyoto"]
+    if as_messages:
+        results = engine.add([{"role": "user", "content": text} for text in texts], user_id="ana")
+    else:
+        results = engine.add_many([MemoryInput(text) for text in texts], user_id="ana")
+    assert [r.event for r in results] == ["ADD", "ADD", "ADD", "DUPLICATE"]
+    # the texts embed beside the NLP pass, their entity names after it; then one transaction
+    assert sorted(calls[:3]) == ["embed", "embed", "nlp"] and calls[3:] == ["transaction"]
 
 
 def test_messages_become_one_memory_each_and_system_is_skipped(engine: Engine) -> None:
