@@ -201,7 +201,7 @@ def diagnose(
                 scope=check_scope(sample.sample_id, None, None), top_k=TOP_K, threshold=options.threshold,
                 filter_sql="1", filter_params=[], show_expired=False, options=exhaustive,
             )
-            prepared = retrieval.prepare(question.text, nlp, embedder, options, engine._side)
+            prepared = retrieval.prepare(question.text, nlp, embedder, engine._names, options, engine._side)
             with engine._lock:  # the engine's own connection; read-only use of its signal functions
                 signals = retrieval.gather_signals(engine._conn, prepared, request)
                 rowid_of = {

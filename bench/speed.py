@@ -33,7 +33,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import coldstart, locomo, report  # noqa: E402
+from bench import coldstart, locomo, report, stdio  # noqa: E402
 from bench.stages import ADD_STAGES, PARALLEL_PARTS, SEARCH_STAGES, StageClock  # noqa: E402
 from store import Config, Engine, load_config, scoring  # noqa: E402
 from store.embeddings import Embedder, open_embedder  # noqa: E402
@@ -422,15 +422,68 @@ def add_table(runs: dict[str, AddRun]) -> str:
     return report.table(headers, rows)
 
 
+# --- targets -----------------------------------------------------------------------------------
+
+ENGINE_SEARCH_FLOOR_RATIO = 1.5
+"""In-engine search p50 may be at most this many times the floor (query forward pass + exact top-k)."""
+TARGET_ADD_MANY_PER_S = 100.0
+TARGET_FIRST_SEARCH_S = 3.0
+TARGET_INITIALIZE_RATIO = 1.2
+"""spawn → ``initialize`` at most this many times a bare MCPServer's, in the same run."""
+
+
+def floor_ms(run: SearchRun) -> float:
+    """The unavoidable work of one search, ms p50: one forward pass for the query plus an exact top-k."""
+    return percentiles(run.forward_pass)[0] + percentiles(run.numpy_topk)[0]
+
+
+def target_rows(
+    runs: Sequence[SearchRun], adds: dict[str, AddRun], cold: coldstart.ColdStart | None
+) -> list[list[object]]:
+    """``[figure, measured, target, meets target]`` for the in-process and start-up targets."""
+    rows: list[list[object]] = []
+    for run in runs:
+        p50, floor = percentiles(run.total)[0], floor_ms(run)
+        rows.append([f"in-engine search p50 at {run.size:,}, ms", f"{p50:.1f} ({p50 / floor:.1f}× floor {floor:.1f})",
+                     f"≤ {ENGINE_SEARCH_FLOOR_RATIO}× floor", stdio.yes(p50 <= ENGINE_SEARCH_FLOOR_RATIO * floor)])
+    for label, add in adds.items():
+        rate = add.batch_count / add.batch_seconds
+        rows.append([f"`add_many` of {add.batch_count:,}, {label}, memories/s", f"{rate:.0f}",
+                     f"≥ {TARGET_ADD_MANY_PER_S:.0f}", stdio.yes(rate >= TARGET_ADD_MANY_PER_S)])
+    if cold is not None:
+        bare, served = cold.medians(coldstart.FLOOR), cold.medians(coldstart.TRIMEM)
+        rows += [
+            ["spawn → first search answered, s", f"{served.first_call:.2f}", f"≤ {TARGET_FIRST_SEARCH_S:.0f}",
+             stdio.yes(served.first_call <= TARGET_FIRST_SEARCH_S)],
+            ["spawn → `initialize`, s", f"{served.initialize:.2f} ({served.initialize / bare.initialize:.2f}× "
+             f"bare MCPServer {bare.initialize:.2f})", f"≤ {TARGET_INITIALIZE_RATIO}× bare",
+             stdio.yes(served.initialize <= TARGET_INITIALIZE_RATIO * bare.initialize)],
+        ]
+    return rows
+
+
 def markdown(
-    runs: Sequence[SearchRun], adds: dict[str, AddRun], cold: str, command: str, environment: str, n_queries: int,
-    deleted: DeleteRun | None = None,
+    runs: Sequence[SearchRun], adds: dict[str, AddRun], cold: coldstart.ColdStart | None, command: str,
+    environment: str, n_queries: int, deleted: DeleteRun | None = None, over_stdio: stdio.OverStdio | None = None,
 ) -> str:
+    rows = target_rows(runs, adds, cold) + (stdio.target_rows(*over_stdio) if over_stdio else [])
+    targets = report.table(["figure", "measured", "target", "meets target"], rows)
+    stdio_section = stdio.markdown(*over_stdio, floor_ms(runs[0]) if runs else None, targets=False) if over_stdio else ""
+    cold_section = coldstart.markdown(cold) if cold else ""
     return f"""## Speed and memory
 
 `{command}`
 
 {environment}
+
+### Targets
+
+Every figure of this run beside its target; the floors and baselines behind each are in the tables below,
+measured in the same run.
+
+{targets}
+
+{stdio_section}
 
 ### Search latency (warm, one scope, `top_k={TOP_K}`)
 
@@ -476,7 +529,7 @@ transaction, not two per deleted memory).
 
 {delete_table(deleted)}
 
-{cold}
+{cold_section}
 """
 
 
@@ -489,7 +542,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="inference threads (default: the config's)")
     parser.add_argument("--compare-backend", default="torch",
                         help="also time adds with this embedding backend, as the baseline ('' for none)")
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: search, add, delete, coldstart")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated parts to skip: search, add, delete, stdio, coldstart")
+    parser.add_argument("--adds-over-stdio", type=int, default=10_000, help="single adds in the RSS series")
     parser.add_argument("--delete-all", type=int, default=10_000, help="memories in the timed delete_all")
     parser.add_argument("--db", type=Path, default=report.RESULTS / "speed.db", help="search benchmark database")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -533,14 +588,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         deleted = measure_delete_all(base, embedder, nlp, args.delete_all)
         print(f"  delete_all of {deleted.memories} memories: {deleted.seconds:.2f} s", file=sys.stderr, flush=True)
 
-    cold = ""
-    if "coldstart" not in skip:
-        cold = coldstart.markdown(coldstart.measure())
+    over_stdio = None
+    if "stdio" not in skip:
+        turns = [turn.text for sample in samples for turn in sample.turns]
+        over_stdio = stdio.OverStdio(
+            stdio.measure_search(turns, questions, memories=1000, queries=len(questions)),
+            stdio.measure_rss(turns, args.adds_over_stdio),
+            stdio.measure_cli(),
+        )
+        print("  stdio measured", file=sys.stderr, flush=True)
+
+    cold = None if "coldstart" in skip else coldstart.measure()
 
     environment = report.environment(
         {"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend, "inference threads": str(threads)}
     )
-    section = markdown(runs, adds, cold, report.command_line(), environment, len(questions), deleted)
+    section = markdown(runs, adds, cold, report.command_line(), environment, len(questions), deleted, over_stdio)
     print(section)
     if not args.no_doc:
         report.write_section("speed", section)

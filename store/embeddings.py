@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -197,3 +198,32 @@ def open_embedder(model: str, backend: EmbeddingBackend, *, cache_dir: Path, thr
     if backend == "torch":
         return SentenceTransformerEmbedder(model, threads=threads)
     return OnnxEmbedder(model, cache_dir=cache_dir, threads=threads, int8=backend == "onnx-int8")
+
+
+class NameVectors:
+    """Embeddings of entity names, remembered (least recently used out first).
+
+    The same few names recur in most memories and queries of a scope (the people of a
+    conversation, their places), so most entity look-ups and links need no forward pass.
+    """
+
+    def __init__(self, embedder: Embedder, size: int = 4096) -> None:
+        self._embedder = embedder
+        self._size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, names: Sequence[str]) -> np.ndarray:
+        """One row per name, shape ``(len(names), dimension)``; only unseen names reach the model."""
+        with self._lock:
+            missing = [name for name in dict.fromkeys(names) if name not in self._vectors]
+        fresh = self._embedder.embed_batch(missing)
+        with self._lock:
+            self._vectors.update(zip(missing, fresh))
+            rows = []
+            for name in names:
+                self._vectors.move_to_end(name)
+                rows.append(self._vectors[name])
+            while len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
+        return np.stack(rows) if rows else np.zeros((0, self._embedder.dimension), dtype=np.float32)

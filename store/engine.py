@@ -24,7 +24,7 @@ import numpy as np
 
 from . import connection, db, maintenance, retrieval
 from .config import Config
-from .embeddings import Embedder, open_embedder
+from .embeddings import Embedder, NameVectors, open_embedder
 from .errors import InvalidArgument, NotFound, shown
 from .filters import filters_sql
 from .linking import link_entities
@@ -101,6 +101,7 @@ class Engine:
             raise
         # Texts embed on this thread while the NLP pipeline reads them on the caller's.
         self._side = ThreadPoolExecutor(1, thread_name_prefix="trimem-embed")
+        self._names = NameVectors(self.embedder)
 
     @property
     def read_only(self) -> bool:
@@ -353,7 +354,7 @@ class Engine:
         text_vectors = self._side.submit(self.embedder.embed_batch, texts)
         analyses = self.nlp.analyze_batch(texts)
         names = list(dict.fromkeys(e.normalized for a in analyses for e in a.entities))
-        return analyses, text_vectors.result(), dict(zip(names, self.embedder.embed_batch(names)))
+        return analyses, text_vectors.result(), dict(zip(names, self._names.embed(names)))
 
     # --- reads --------------------------------------------------------------------------
 
@@ -455,7 +456,7 @@ class Engine:
             show_expired=bool(show_expired),
             options=options,
         )
-        prepared = retrieval.prepare(query, self.nlp, self.embedder, options, self._side)
+        prepared = retrieval.prepare(query, self.nlp, self.embedder, self._names, options, self._side)
         with self._reading() as conn:
             return retrieval.run(conn, prepared, request, explain=details)
 

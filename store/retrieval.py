@@ -20,7 +20,7 @@ import numpy as np
 
 from . import db, scoring
 from .config import SearchConfig
-from .embeddings import Embedder
+from .embeddings import Embedder, NameVectors
 from .nlp import NLP
 from .records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit, to_memory
 
@@ -79,9 +79,12 @@ class Signals:
 # --- 1. prepare -------------------------------------------------------------------------
 
 
-def prepare(query: str, nlp: NLP, embedder: Embedder, options: SearchConfig, side: Executor) -> PreparedQuery:
+def prepare(
+    query: str, nlp: NLP, embedder: Embedder, names: NameVectors, options: SearchConfig, side: Executor
+) -> PreparedQuery:
     """Lemmatize and extract entities while the query embeds on the ``side`` thread, then embed
-    the entities. ONNX Runtime releases the GIL while it computes, so both cores work."""
+    the entities (most are names seen before). ONNX Runtime releases the GIL while it
+    computes, so both cores work."""
     query_vector = side.submit(embedder.embed_batch, [query])
     analysis = nlp.analyze_query(query, entities=options.use_entities)
     entities: list[str] = []
@@ -90,7 +93,7 @@ def prepare(query: str, nlp: NLP, embedder: Embedder, options: SearchConfig, sid
             if entity.normalized and entity.normalized not in entities:
                 entities.append(entity.normalized)
         entities = entities[: scoring.MAX_QUERY_ENTITIES]
-    entity_vectors = embedder.embed_batch(entities)
+    entity_vectors = names.embed(entities)
     return PreparedQuery(
         terms=analysis.lemmatized.split(),
         entities=entities,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from store import Engine, load_config
-from store.embeddings import OnnxEmbedder, SentenceTransformerEmbedder, open_embedder
+from store.embeddings import NameVectors, OnnxEmbedder, SentenceTransformerEmbedder, open_embedder
 
 SENTENCES = [
     "hi",
@@ -112,3 +112,25 @@ def test_the_backend_is_a_setting(config, nlp, model_cache: Path):
         assert engine.status()["embedding_backend"] == "torch"
     with pytest.raises(Exception, match="embedding_backend = .tensorflow. is not allowed: use one of onnx, onnx-int8, torch"):
         load_config(environ={"TRIMEM_EMBEDDING_BACKEND": "tensorflow"})
+
+
+def test_name_vectors_embed_each_name_once_and_forget_the_least_recent(embedder: OnnxEmbedder):
+    seen: list[list[str]] = []
+
+    class Counting:
+        name, dimension, backend = embedder.name, embedder.dimension, embedder.backend
+
+        def embed_batch(self, texts):  # noqa: ANN001, ANN202
+            seen.append(list(texts))
+            return embedder.embed_batch(texts)
+
+    names = NameVectors(Counting(), size=2)
+    first = names.embed(["caroline", "melanie", "caroline"])
+    assert seen == [["caroline", "melanie"]]
+    assert np.allclose(first, embedder.embed_batch(["caroline", "melanie", "caroline"]), atol=1e-6)
+    names.embed(["melanie"])
+    assert seen[-1] == []  # remembered: no name reached the model
+    names.embed(["lisbon"])  # over the size: caroline, the least recently used, goes
+    names.embed(["caroline", "melanie"])
+    assert seen[-1] == ["caroline"]
+    assert names.embed([]).shape == (0, 384)
