@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import imports
+from .errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +91,6 @@ def cached_model(
     export(source, stem, variant)
     found = _open_verified(stem, threads)
     if found is None:
-        from .errors import ModelUnavailable
-
         raise ModelUnavailable(f"the ONNX export of {source} does not match sentence-transformers; "
                                "set embedding_backend = \"torch\" (TRIMEM_EMBEDDING_BACKEND=torch)")
     return found
@@ -176,20 +175,21 @@ def export(source: Path, stem: Path, variant: Variant) -> None:
         )
         session = open_session(work_onnx, threads=1)
         texts = [PROBE_TEXT, *VERIFY_TEXTS]
-        exported = run_session(session, tokenizer_for(cached), input_names, texts)
+        tokenizer = tokenizer_for(cached)
+        exported = run_session(session, tokenizer, input_names, texts)
         reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
         cosines = np.sum(exported * reference, axis=1)
         minimum = PROBE_MIN_COSINE if variant == "fp32" else INT8_MIN_COSINE
         if float(cosines.min()) < minimum:
-            from .errors import ModelUnavailable
-
             raise ModelUnavailable(
                 f"the ONNX export of {source} differs from sentence-transformers (cosine {cosines.min():.4f}); "
                 "set embedding_backend = \"torch\""
             )
         sidecar = Sidecar(
             FORMAT, str(source), weights_sha256(source), variant, cached.max_seq_length, cached.dimension,
-            list(input_names), [float(x) for x in exported[0]],
+            # The probe alone, as the check on load runs it: int8 graphs quantise activations per
+            # batch, so a text's vector moves slightly with the padding of its batch.
+            list(input_names), [float(x) for x in run_session(session, tokenizer, input_names, [PROBE_TEXT])[0]],
         )
         Path(work, sidecar_path.name).write_text(json.dumps(asdict(sidecar)))
         # The sidecar goes last: a reader that finds it finds the other two complete.
@@ -237,9 +237,16 @@ def _quantize(onnx_path: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     quantized = onnx_path.with_suffix(".int8.onnx")
-    quantize_dynamic(
-        str(onnx_path), str(quantized), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"], per_channel=True
-    )
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # the quantiser's advice to pre-process is for image models
+    try:
+        quantize_dynamic(
+            str(onnx_path), str(quantized), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
+            per_channel=True,
+        )
+    finally:
+        root.setLevel(level)
     os.replace(quantized, onnx_path)
 
 
