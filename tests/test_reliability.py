@@ -439,7 +439,7 @@ def _visible(written: dict[str, str], scope: dict[str, str]) -> bool:
 @pytest.mark.parametrize("pool", ["semantic", "union"])
 def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp, tmp_path: Path) -> None:  # noqa: ANN001
     runs = iter(range(10**6))
-    reads = {"n": 0}
+    reads = {"n": 0, "with_results": 0}
 
     class Isolation(RuleBasedStateMachine):
         """Random adds, updates and deletes in random scopes; every read is checked against its scope."""
@@ -457,6 +457,7 @@ def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp,
 
         def _check(self, memories, scope: dict[str, str]) -> None:  # noqa: ANN001
             reads["n"] += 1
+            reads["with_results"] += bool(memories)
             for memory in memories:
                 assert _inside(memory, scope), f"{memory} leaked into a read of {scope}"
 
@@ -481,7 +482,8 @@ def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp,
             if not self.memories:
                 return
             memory_id = pick.choice(sorted(self.memories))
-            visible = _visible(self.memories[memory_id], scope)
+            written = self.memories[memory_id]
+            visible = _visible(written, scope)
             try:
                 memory = self.engine.get(memory_id, **scope)
                 self._check([memory], scope)
@@ -495,6 +497,8 @@ def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp,
             if not self.memories:
                 return
             memory_id = pick.choice(sorted(self.memories))
+            written = self.memories[memory_id]
+            visible = _visible(written, scope)
             try:
                 if pick.random() < 0.5:
                     self._check([self.engine.update(memory_id, text=" ".join(words) + " changed", **scope)], scope)
@@ -502,11 +506,14 @@ def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp,
                     self._check([self.engine.delete(memory_id, **scope)], scope)
                     del self.memories[memory_id]
             except NotFound:
-                pass  # not in this scope: the write must not happen, which the reads above would catch
+                assert not visible, f"memory {memory_id} of {written} hidden from {scope}"
             except InvalidArgument as exc:
-                assert "already stored" in str(exc)
+                assert visible and "already stored" in str(exc)
+            else:
+                assert visible, f"memory {memory_id} of {written} written through {scope}"
 
     run_state_machine_as_test(
         Isolation, settings=settings(max_examples=ISOLATION_RUNS, stateful_step_count=ISOLATION_STEPS, **SETTINGS)
     )
+    assert reads["with_results"] > 0, "no read returned anything, so no read was checked"
     print(f"\nscope isolation ({pool}): {ISOLATION_RUNS} runs x ≤{ISOLATION_STEPS} steps, {reads['n']} checked reads")
