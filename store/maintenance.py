@@ -250,6 +250,11 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
         raise InvalidArgument(f"{destination} is the live database; back up to another file")
     if destination.exists():
         raise InvalidArgument(f"{destination} already exists; choose a new file name or delete the old backup first")
+    if (blocker := connection.file_in_the_way(destination)) is not None:
+        raise InvalidArgument(
+            f"cannot write the backup {destination}: {blocker} is a file, not a folder; choose a path in a folder "
+            "you can write"
+        )
     partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)

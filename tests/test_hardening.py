@@ -267,7 +267,10 @@ def test_a_database_path_under_a_file_is_refused(
 ) -> None:
     (tmp_path / "file").write_text("x")
     line = _refused(_cli(["--db", str(tmp_path / "file" / "memories.db"), "list"], engine_factory, monkeypatch))
-    assert "cannot create the folder" in line and "choose a path" in line
+    assert line == (
+        f"Error: cannot put the database at {tmp_path / 'file' / 'memories.db'}: {tmp_path / 'file'} is a file, "
+        "not a folder; choose a path whose folders exist or can be created"
+    )
 
 
 def test_backup_into_a_folder_that_is_a_file_is_refused(
@@ -279,7 +282,10 @@ def test_backup_into_a_folder_that_is_a_file_is_refused(
     (tmp_path / "file").write_text("x")
     line = _refused(_cli(["--db", str(db_path), "backup", str(tmp_path / "file" / "copy.db")], engine_factory,
                          monkeypatch))
-    assert "cannot write the backup" in line and "choose a path in a folder you can write" in line
+    assert line == (
+        f"Error: cannot write the backup {tmp_path / 'file' / 'copy.db'}: {tmp_path / 'file'} is a file, not a "
+        "folder; choose a path in a folder you can write"
+    )
 
 
 def test_an_offset_beyond_sqlite_integers_is_refused(

@@ -46,6 +46,25 @@ def _fill(engine: Engine, user: str = "ana") -> list[str]:
     return [engine.add(text, user_id=user)[0].memory.id for text in FACTS]
 
 
+@pytest.fixture(scope="module")
+def filled_file(tmp_path_factory: pytest.TempPathFactory, embedder, nlp) -> Path:  # noqa: ANN001
+    """A database holding ``FACTS``, written once per module (closing it checkpoints the WAL)."""
+    from store import load_config
+
+    path = tmp_path_factory.mktemp("filled") / "filled.db"
+    with Engine(load_config(environ={}).replace("store", db_path=str(path)), embedder=embedder, nlp=nlp) as engine:
+        _fill(engine)
+    return path
+
+
+@pytest.fixture
+def filled(filled_file: Path, config, engine_factory) -> Iterator[Engine]:  # noqa: ANN001
+    """An engine on a fresh copy of ``filled_file``, to damage at will."""
+    shutil.copy(filled_file, config.database)
+    with engine_factory(config) as engine:
+        yield engine
+
+
 def _snapshot(engine: Engine, user: str = "ana") -> list[tuple[str, str]]:
     return sorted((m.id, m.text) for m in engine.list(user_id=user, show_expired=True))
 
@@ -106,8 +125,8 @@ DAMAGE = {
 
 
 @pytest.mark.parametrize("name", sorted(DAMAGE))
-def test_check_names_each_damage_and_repair_rebuilds_it(engine: Engine, name: str) -> None:
-    _fill(engine)
+def test_check_names_each_damage_and_repair_rebuilds_it(filled: Engine, name: str) -> None:
+    engine = filled
     before = _snapshot(engine)
     engine._conn.execute(DAMAGE[name])
 
