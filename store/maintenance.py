@@ -264,7 +264,9 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
             f"cannot write the backup {destination} ({exc.strerror or exc}); choose a path in a folder you can write"
         ) from None
     except apsw.CantOpenError:
-        raise InvalidArgument(f"cannot create the backup {destination}; choose a path in a folder you can write") from None
+        raise InvalidArgument(
+            f"cannot create the backup {destination}; choose a path in a folder you can write"
+        ) from None
     finally:
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)

@@ -211,7 +211,9 @@ def test_every_quoted_value_is_capped_at_80_characters() -> None:
     assert shown({"k": "v" * 500}).endswith("…") and len(shown({"k": "v" * 500})) == 81
     with pytest.raises(InvalidArgument) as spaced:
         check_id("a b" * 80, "user_id")  # 240 characters: under the length limit, so the message quotes it
-    assert str(spaced.value) == f"user_id={shown('a b' * 80)} contains whitespace; use an id without spaces, e.g. 'ana_lopez'"
+    assert str(spaced.value) == (
+        f"user_id={shown('a b' * 80)} contains whitespace; use an id without spaces, e.g. 'ana_lopez'"
+    )
     assert len(str(spaced.value)) < 200
 
 
@@ -378,7 +380,8 @@ def test_a_config_file_value_of_the_wrong_type_is_refused(tmp_path: Path) -> Non
 
     override = tmp_path / "trimem.toml"
     override.write_text('[server]\nmax_result_chars = "lots"\n')
-    with pytest.raises(InvalidArgument, match=r"\[server\] max_result_chars = 'lots' is not allowed: it must be of type int, not str"):
+    refused = r"\[server\] max_result_chars = 'lots' is not allowed: it must be of type int, not str"
+    with pytest.raises(InvalidArgument, match=refused):
         load_config(override, environ={})
 
 
@@ -418,7 +421,9 @@ def _expected(user: str | None, agent: str | None, run: str | None) -> set[str]:
     agent=st.sampled_from([None, "planner", "other"]),
     run=st.sampled_from([None, "r1", "r2"]),
 )
-def test_every_call_reaches_exactly_its_users_scope(scoped: Engine, config: Config, user, agent, run) -> None:  # noqa: ANN001
+def test_every_call_reaches_exactly_its_users_scope(
+    scoped: Engine, config: Config, user: str | None, agent: str | None, run: str | None
+) -> None:
     scope = default_scope(config, user, agent, run)
     expected = _expected(user, agent, run)
     assert {m.text for m in scoped.list(**scope)} == expected
@@ -431,7 +436,9 @@ def test_every_call_reaches_exactly_its_users_scope(scoped: Engine, config: Conf
         assert named_scope(config, user, agent, run) == scope
 
 
-@pytest.mark.parametrize(("user", "agent", "run"), [(None, "planner", None), (None, None, "r1"), ("ana", "planner", None)])
+@pytest.mark.parametrize(
+    ("user", "agent", "run"), [(None, "planner", None), (None, None, "r1"), ("ana", "planner", None)]
+)
 def test_cli_delete_all_follows_the_same_rule(
     scoped: Engine, db_path: Path, engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch,
     user: str | None, agent: str | None, run: str | None,
