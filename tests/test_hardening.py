@@ -475,3 +475,20 @@ def test_expired_memories_take_no_slot_and_no_share_of_the_denominator(
     assert len(explained.dropped) == 60  # the nearest of them, as the unfiltered over-fetch sees them
     everything = engine.search("parking permit", user_id="ana", top_k=1, threshold=0.0, show_expired=True)
     assert "parking permit" in everything[0].memory.text
+
+
+# --- stale promises found in review --------------------------------------------------------------------------------
+
+
+def test_timestamps_always_carry_six_digits_of_microseconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime as dt
+
+    from store import engine as engine_module
+
+    class OnTheSecond(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):  # noqa: ANN001, ANN206
+            return dt.datetime(2026, 12, 2, 16, 0, 0, 0, tzinfo=tz)
+
+    monkeypatch.setattr(engine_module.dt, "datetime", OnTheSecond)
+    assert engine_module.now() == "2026-12-02T16:00:00.000000+00:00"  # main: "2026-12-02T16:00:00+00:00"
