@@ -153,7 +153,7 @@ def test_a_search_answers_while_another_process_holds_the_write_lock(engine: Eng
         elapsed = time.monotonic() - started
         assert [hit.memory.text for hit in hits][:1] == ["Ana moved to Lisbon in 2023"]
         assert len(listed) == 1
-        assert elapsed < 2.0, f"reads waited {elapsed:.1f}s behind a write"  # main: busy_timeout (10 s) or more
+        assert elapsed < 5.0, f"reads waited {elapsed:.1f}s behind a write"  # main: busy_timeout (10 s) or more
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
