@@ -140,7 +140,8 @@ def serve(config: Config, transport: str, port: int) -> None:
                    '{"text": ..., "metadata": {...}, "expiration_date": ..., "user_id": ...}.')
 @scope_options
 @json_option("metadata", "A JSON object stored with the memory.")
-@click.option("--expiration-date", help="YYYY-MM-DD, today or later; the memory is hidden once this day has ended (UTC).")
+@click.option("--expiration-date",
+              help="YYYY-MM-DD, today or later; the memory is hidden once this day has ended (UTC).")
 @click.pass_obj
 def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | None, agent_id: str | None,
         run_id: str | None, metadata: Any, expiration_date: str | None) -> None:

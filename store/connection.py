@@ -95,6 +95,14 @@ NOT_SQLITE = (
 )
 
 
+def file_in_the_way(path: Path) -> Path | None:
+    """The first of ``path``'s parents that exists but is not a folder, if any."""
+    for parent in reversed(Path(path).absolute().parents):
+        if parent.exists() and not parent.is_dir():
+            return parent
+    return None
+
+
 def _writable(path: Path) -> bool:
     """Whether this process may write the file (or create it, and its -wal and -shm, in its folder)."""
     folder = os.access(path.parent, os.W_OK)
@@ -111,6 +119,11 @@ def connect(path: Path) -> apsw.Connection:
     path = Path(path)
     if path.is_dir():
         raise InvalidArgument(f"{path} is a folder; point --db or TRIMEM_DB_PATH at a database file inside it")
+    if (blocker := file_in_the_way(path)) is not None:
+        raise InvalidArgument(
+            f"cannot put the database at {path}: {blocker} is a file, not a folder; choose a path whose folders "
+            "exist or can be created"
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

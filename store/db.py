@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
@@ -521,45 +521,69 @@ REQUIRED_TABLES = (
     "entities", "entity_vectors", "memory_entities", "history",
 )
 
-INVARIANT_PROBES: dict[str, str] = {
+class Probe(NamedTuple):
+    """One invariant: the SQL naming the rows that break it, and how each such row reads
+    in a report (``str.format`` over the row's columns)."""
+
+    sql: str
+    message: str
+
+
+INVARIANT_PROBES: dict[str, Probe] = {
     # every memory has exactly one vector, in its own scope
-    "memory_without_vector": (
-        "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_vectors)"
+    "memory_without_vector": Probe(
+        "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_vectors)",
+        "memory '{1}' (rowid {0}) has no vector",
     ),
-    "vector_without_memory": (
-        "SELECT memory_rowid FROM memory_vectors WHERE memory_rowid NOT IN (SELECT rowid FROM memories)"
+    "vector_without_memory": Probe(
+        "SELECT memory_rowid FROM memory_vectors WHERE memory_rowid NOT IN (SELECT rowid FROM memories)",
+        "vector for rowid {0} belongs to no memory",
     ),
-    "vector_scope": (
+    "vector_scope": Probe(
         "SELECT m.rowid, m.id FROM memory_vectors v JOIN memories m ON m.rowid = v.memory_rowid "
-        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='m')}"
+        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='m')}",
+        "memory '{1}' (rowid {0}) has a vector filed under another scope",
     ),
     # every memory has exactly one FTS row (the docsize shadow table has one row per indexed document)
-    "memory_without_fts": "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT id FROM memory_fts_docsize)",
-    "fts_without_memory": "SELECT id FROM memory_fts_docsize WHERE id NOT IN (SELECT rowid FROM memories)",
+    "memory_without_fts": Probe(
+        "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT id FROM memory_fts_docsize)",
+        "memory '{1}' (rowid {0}) has no keyword (FTS) row",
+    ),
+    "fts_without_memory": Probe(
+        "SELECT id FROM memory_fts_docsize WHERE id NOT IN (SELECT rowid FROM memories)",
+        "keyword (FTS) row {0} belongs to no memory",
+    ),
     # links join a memory and an entity of the same scope (these two cover the only foreign keys)
-    "link_without_memory": (
-        "SELECT memory_rowid, entity_id FROM memory_entities WHERE memory_rowid NOT IN (SELECT rowid FROM memories)"
+    "link_without_memory": Probe(
+        "SELECT memory_rowid, entity_id FROM memory_entities WHERE memory_rowid NOT IN (SELECT rowid FROM memories)",
+        "entity link {0}→{1} points to no memory",
     ),
-    "link_without_entity": (
-        "SELECT memory_rowid, entity_id FROM memory_entities WHERE entity_id NOT IN (SELECT id FROM entities)"
+    "link_without_entity": Probe(
+        "SELECT memory_rowid, entity_id FROM memory_entities WHERE entity_id NOT IN (SELECT id FROM entities)",
+        "entity link {0}→{1} points to no entity",
     ),
-    "link_scope": (
+    "link_scope": Probe(
         "SELECT l.memory_rowid, l.entity_id FROM memory_entities l JOIN memories m ON m.rowid = l.memory_rowid "
-        f"JOIN entities e ON e.id = l.entity_id WHERE {_SCOPE_DIFFERS.format(a='m', b='e')}"
+        f"JOIN entities e ON e.id = l.entity_id WHERE {_SCOPE_DIFFERS.format(a='m', b='e')}",
+        "memory rowid {0} is linked to entity {1} of another scope",
     ),
     # every entity is linked and has exactly one vector, in its own scope
-    "entity_without_links": (
-        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)"
+    "entity_without_links": Probe(
+        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)",
+        "entity {0} ({1!r}) is linked to no memory",
     ),
-    "entity_without_vector": (
-        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM entity_vectors)"
+    "entity_without_vector": Probe(
+        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM entity_vectors)",
+        "entity {0} ({1!r}) has no vector",
     ),
-    "entity_vector_without_entity": (
-        "SELECT entity_id FROM entity_vectors WHERE entity_id NOT IN (SELECT id FROM entities)"
+    "entity_vector_without_entity": Probe(
+        "SELECT entity_id FROM entity_vectors WHERE entity_id NOT IN (SELECT id FROM entities)",
+        "entity vector {0} belongs to no entity",
     ),
-    "entity_vector_scope": (
+    "entity_vector_scope": Probe(
         "SELECT e.id, e.normalized FROM entity_vectors v JOIN entities e ON e.id = v.entity_id "
-        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='e')}"
+        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='e')}",
+        "entity {0} ({1!r}) has a vector filed under another scope",
     ),
 }
 
@@ -598,7 +622,7 @@ def fts_content_check(conn: apsw.Connection) -> str | None:
 
 def probe(conn: apsw.Connection, name: str) -> list[tuple[Any, ...]]:
     """The rows that break the invariant ``INVARIANT_PROBES[name]``."""
-    return conn.execute(INVARIANT_PROBES[name]).fetchall()
+    return conn.execute(INVARIANT_PROBES[name].sql).fetchall()
 
 
 def memories_without_links(conn: apsw.Connection) -> list[MemoryRow]:
@@ -609,15 +633,6 @@ def memories_without_links(conn: apsw.Connection) -> list[MemoryRow]:
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_entities)"
         )
     ]
-
-
-
-
-
-
-
-
-
 
 
 def delete_link(conn: apsw.Connection, memory_rowid: int, entity_id: int) -> None:

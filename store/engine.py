@@ -468,6 +468,7 @@ class Engine:
 
     def repair(self) -> RepairReport:
         """Rebuild derived rows (vectors, FTS rows, entity links) from ``memories``."""
+        self._check_writable()
         with self._lock:
             return maintenance.repair(self._conn, self.embedder, self.nlp)
 

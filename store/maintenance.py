@@ -27,22 +27,6 @@ from .linking import link_entities
 from .nlp import NLP, Analysis
 from .records import scope_of
 
-_DETAILS = {
-    "memory_without_vector": "memory '{1}' (rowid {0}) has no vector",
-    "vector_without_memory": "vector for rowid {0} belongs to no memory",
-    "vector_scope": "memory '{1}' (rowid {0}) has a vector filed under another scope",
-    "memory_without_fts": "memory '{1}' (rowid {0}) has no keyword (FTS) row",
-    "fts_without_memory": "keyword (FTS) row {0} belongs to no memory",
-    "link_without_memory": "entity link {0}→{1} points to no memory",
-    "link_without_entity": "entity link {0}→{1} points to no entity",
-    "link_scope": "memory rowid {0} is linked to entity {1} of another scope",
-    "entity_without_links": "entity {0} ({1!r}) is linked to no memory",
-    "entity_without_vector": "entity {0} ({1!r}) has no vector",
-    "entity_vector_without_entity": "entity vector {0} belongs to no entity",
-    "entity_vector_scope": "entity {0} ({1!r}) has a vector filed under another scope",
-}
-"""How each ``db.INVARIANT_PROBES`` row reads in a report."""
-
 _CHUNK = 500
 """Rowids per ``IN (…)`` read, well under SQLite's bound-parameter limit."""
 
@@ -90,13 +74,13 @@ def check(conn: apsw.Connection, nlp: NLP | None = None) -> list[Violation]:
             Violation("schema", f"missing tables {', '.join(missing)}: not a trimem database, or a damaged one")
         )
         return violations
-    for name, template in _DETAILS.items():
+    for name, probe in db.INVARIANT_PROBES.items():
         try:
             rows = db.probe(conn, name)
         except apsw.Error as exc:  # a damaged table fails its own probe; the others still run
             violations.append(Violation(name, f"could not be checked: {exc}"))
             continue
-        violations += [Violation(name, template.format(*row)) for row in rows]
+        violations += [Violation(name, probe.message.format(*row)) for row in rows]
     message = db.fts_content_check(conn)
     if message is not None:
         violations.append(
@@ -193,7 +177,10 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
     drops entities left without links. Safe to run while other servers write.
     """
     models = _ModelCache(embedder, nlp)
-    _prepare(_plan(conn), models)  # outside the lock: the models are the slow part
+    # Before the write transaction: the models are the slow part, and other processes wait on
+    # SQLite's write lock. (The engine's own lock is held throughout: this process's writes
+    # wait, its reads, on their own connections, do not.)
+    _prepare(_plan(conn), models)
     with connection.write_transaction(conn):
         removed = 0
         for name in ("link_without_memory", "link_without_entity", "link_scope"):
@@ -263,6 +250,11 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
         raise InvalidArgument(f"{destination} is the live database; back up to another file")
     if destination.exists():
         raise InvalidArgument(f"{destination} already exists; choose a new file name or delete the old backup first")
+    if (blocker := connection.file_in_the_way(destination)) is not None:
+        raise InvalidArgument(
+            f"cannot write the backup {destination}: {blocker} is a file, not a folder; choose a path in a folder "
+            "you can write"
+        )
     partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -272,7 +264,9 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
             f"cannot write the backup {destination} ({exc.strerror or exc}); choose a path in a folder you can write"
         ) from None
     except apsw.CantOpenError:
-        raise InvalidArgument(f"cannot create the backup {destination}; choose a path in a folder you can write") from None
+        raise InvalidArgument(
+            f"cannot create the backup {destination}; choose a path in a folder you can write"
+        ) from None
     finally:
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)

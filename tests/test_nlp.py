@@ -197,7 +197,7 @@ def test_bank_of_america_is_one_name_and_people_stay_separate(nlp: NLP) -> None:
 def test_hostile_input_never_raises(nlp: NLP, text: str) -> None:
     a = nlp.analyze_query(text)
     assert all(t.isalnum() for t in a.lemmatized.split())
-    assert " " not in a.lemmatized.strip() or "  " not in a.lemmatized
+    assert a.lemmatized == " ".join(a.lemmatized.split())  # single spaces, none at the ends
     for e in a.entities:
         assert e.text and "\x00" not in e.text and e.normalized == normalize_entity(e.text)
 
