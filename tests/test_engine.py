@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import apsw
@@ -254,17 +255,23 @@ def test_a_failure_mid_write_leaves_no_partial_rows(engine: Engine, monkeypatch:
     assert engine.add("Ana flew to Tokyo with Delta", user_id="ana")[0].event == "ADD"
 
 
-def test_schema_refuses_another_embedding_dimension(engine: Engine, config) -> None:
-    class Wide:
-        name = "wide-model"
-        dimension = 768
-
-        def embed_batch(self, texts):  # pragma: no cover - never reached
-            raise AssertionError
-
+@pytest.mark.parametrize(
+    ("name", "dimension", "said"),
+    [
+        ("wide-model", 768, ["384-dimensional"]),
+        # the same size is no excuse: the vectors of two models cannot be compared
+        ("paraphrase-MiniLM-L6-v2", 384,
+         ["'all-MiniLM-L6-v2'", "'paraphrase-MiniLM-L6-v2'", "trimem reembed", "another database file"]),
+    ],
+)
+def test_a_database_built_with_another_model_is_refused(
+    engine: Engine, config, name: str, dimension: int, said: list[str]
+) -> None:
+    other = types.SimpleNamespace(name=name, dimension=dimension, embed_batch=None)
     engine.close()
-    with pytest.raises(SchemaMismatch, match="384-dimensional"):
-        Engine(config, embedder=Wide(), nlp=engine.nlp)
+    with pytest.raises(SchemaMismatch) as refused:
+        Engine(config, embedder=other, nlp=engine.nlp)
+    assert all(part in str(refused.value) for part in said), str(refused.value)
 
 
 def test_status_reports_versions_models_and_counts(engine: Engine) -> None:

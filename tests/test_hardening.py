@@ -16,7 +16,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from store import Config, Engine, SchemaMismatch, TrimemError, connection
+from store import Config, Engine, TrimemError, connection
 
 
 # --- 2. a search is one snapshot --------------------------------------------------------------------------------
@@ -161,23 +161,7 @@ def test_a_search_answers_while_another_process_holds_the_write_lock(engine: Eng
     assert [m.text for m in engine.list(user_id="ana")][0] == "Ana's sister Marta lives in Madrid"
 
 
-# --- 5. another model of the same dimension -------------------------------------------------------------------
-
-
-def test_a_database_built_with_another_model_of_the_same_size_is_refused(engine: Engine, config: Config) -> None:
-    class Sibling:
-        name = "paraphrase-MiniLM-L6-v2"
-        dimension = 384
-
-        def embed_batch(self, texts):  # pragma: no cover - never reached
-            raise AssertionError
-
-    engine.close()
-    with pytest.raises(SchemaMismatch) as refused:
-        Engine(config, embedder=Sibling(), nlp=engine.nlp)
-    message = str(refused.value)
-    assert "'all-MiniLM-L6-v2'" in message and "'paraphrase-MiniLM-L6-v2'" in message
-    assert "trimem reembed" in message and "another database file" in message
+# --- 5. another model of the same dimension: tests/test_engine.py::test_a_database_built_with_another_model_is_refused
 
 
 # --- 12. orphaned entities: one pass per transaction ------------------------------------------------------------
