@@ -134,3 +134,12 @@ def test_name_vectors_embed_each_name_once_and_forget_the_least_recent(embedder:
     names.embed(["caroline", "melanie"])
     assert seen[-1] == ["caroline"]
     assert names.embed([]).shape == (0, 384)
+
+
+def test_int8_weights_stay_close_to_the_model(embedder: OnnxEmbedder, tmp_path: Path):
+    """The int8 option: exported and verified like fp32, vectors within its documented distance."""
+    int8 = OnnxEmbedder(cache_dir=tmp_path / "cache", int8=True)
+    vectors = int8.embed_batch(SENTENCES)
+    assert int8.backend == "onnx-int8" and vectors.shape == (len(SENTENCES), 384)
+    assert np.sum(vectors * embedder.embed_batch(SENTENCES), axis=1).min() >= 0.98
+    assert len(list((tmp_path / "cache").glob("*-int8.onnx"))) == 1
