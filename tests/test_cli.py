@@ -108,6 +108,7 @@ def test_doctor_reports_versions_and_counts(run: Callable, db_path: Path) -> Non
     status = output_json(run("doctor"))
     assert status["binding"] == "apsw" and status["database"] == str(db_path)
     assert {"sqlite", "sqlite_vec", "spacy_tier", "embedding_model"} <= set(status)
+    assert status["embedding_backend"] == "onnx-fp32"
     assert status["counts"]["memories"] == 1
 
 
