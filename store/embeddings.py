@@ -152,7 +152,7 @@ class OnnxEmbedder:
         self._variant: onnx_cache.Variant = "int8" if int8 else "fp32"
         self.backend = f"onnx-{self._variant}"
         self._batch_size = batch_size
-        self._loaded: tuple[onnx_cache.CachedModel, object, object] | None = None
+        self._loaded: onnx_cache.OpenModel | None = None
         self._lock = threading.Lock()
 
     @property
@@ -160,13 +160,13 @@ class OnnxEmbedder:
         """Vector size; known without loading for the default model."""
         if self._loaded is None and self.name in KNOWN_DIMENSIONS:
             return KNOWN_DIMENSIONS[self.name]
-        return self._load()[0].dimension
+        return self._load().model.dimension
 
     def load(self) -> None:
         """Open (or, the first time, export) the ONNX copy now."""
         self._load()
 
-    def _load(self) -> tuple[onnx_cache.CachedModel, object, object]:
+    def _load(self) -> onnx_cache.OpenModel:
         with self._lock:
             if self._loaded is None:
                 source = Path(self._source or packaged_model_path()).expanduser()
@@ -175,8 +175,7 @@ class OnnxEmbedder:
                         f"embedding model '{source}' is not a local folder; the ONNX backend needs a "
                         "sentence-transformers folder (or set embedding_backend = \"torch\")"
                     )
-                model, session = onnx_cache.cached_model(self.name, source, self._cache_dir, self._variant, self._threads)
-                self._loaded = (model, session, onnx_cache.tokenizer_for(model))
+                self._loaded = onnx_cache.cached_model(self.name, source, self._cache_dir, self._variant, self._threads)
                 log.info("embedding model ready: %s under ONNX Runtime (%s)", source, self._variant)
         return self._loaded
 
@@ -184,12 +183,12 @@ class OnnxEmbedder:
         """Unit vectors in input order; an empty input gives an empty ``(0, dimension)`` array."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        model, session, tokenizer = self._load()
+        opened = self._load()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        vectors = np.empty((len(texts), model.dimension), dtype=np.float32)
+        vectors = np.empty((len(texts), opened.model.dimension), dtype=np.float32)
         for start in range(0, len(order), self._batch_size):
             chunk = order[start : start + self._batch_size]
-            vectors[chunk] = onnx_cache.run_session(session, tokenizer, model.input_names, [texts[i] for i in chunk])
+            vectors[chunk] = opened.embed([texts[i] for i in chunk])
         return vectors
 
 

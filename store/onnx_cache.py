@@ -53,6 +53,19 @@ class CachedModel:
 
 
 @dataclass(frozen=True)
+class OpenModel:
+    """A cached model ready to run: its ONNX Runtime session and its tokenizer."""
+
+    model: CachedModel
+    session: Any
+    tokenizer: Any
+
+    def embed(self, texts: list[str]) -> Any:
+        """Unit vectors for ``texts`` in one forward pass (see ``run_session``)."""
+        return run_session(self.session, self.tokenizer, self.model.input_names, texts)
+
+
+@dataclass(frozen=True)
 class Sidecar:
     """What the cache records beside each exported graph (JSON)."""
 
@@ -77,11 +90,9 @@ def weights_sha256(source: Path) -> str:
     return digest.hexdigest()
 
 
-def cached_model(
-    name: str, source: Path, cache_dir: Path, variant: Variant, threads: int
-) -> tuple[CachedModel, Any]:
-    """The verified ONNX copy of the model ``name`` at ``source`` and an open session on it;
-    exports (needs torch, once) when there is no valid copy yet."""
+def cached_model(name: str, source: Path, cache_dir: Path, variant: Variant, threads: int) -> OpenModel:
+    """The verified ONNX copy of the model ``name`` at ``source``, open; exports it (needs torch,
+    once) when there is no valid copy yet."""
     key = f"{Path(name).name}-{weights_sha256(source)[:16]}-{variant}"
     stem = cache_dir / key
     found = _open_verified(stem, threads)
@@ -112,8 +123,8 @@ def open_session(onnx_path: Path, threads: int) -> Any:
     return onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
 
 
-def _open_verified(stem: Path, threads: int) -> tuple[CachedModel, Any] | None:
-    """The cached copy and its session if it exists, loads, and reproduces its probe vector."""
+def _open_verified(stem: Path, threads: int) -> OpenModel | None:
+    """The cached copy, open, if it exists, loads, and reproduces its probe vector."""
     sidecar_path, onnx_path, tokenizer_path = _paths(stem)
     if not (sidecar_path.is_file() and onnx_path.is_file() and tokenizer_path.is_file()):
         return None
@@ -125,15 +136,15 @@ def _open_verified(stem: Path, threads: int) -> tuple[CachedModel, Any] | None:
             onnx_path, tokenizer_path, sidecar.max_seq_length, sidecar.dimension,
             tuple(sidecar.input_names), sidecar.variant,
         )
-        session = open_session(onnx_path, threads)
-        (probe,) = run_session(session, tokenizer_for(model), model.input_names, [PROBE_TEXT])
+        opened = OpenModel(model, open_session(onnx_path, threads), tokenizer_for(model))
+        (probe,) = opened.embed([PROBE_TEXT])
     except Exception as exc:  # any unreadable piece means the same: rebuild it
         log.warning("cached ONNX model %s is unusable (%s); rebuilding it", onnx_path, exc)
         return None
     if float(probe @ _unit(sidecar.probe_vector)) < PROBE_MIN_COSINE:
         log.warning("cached ONNX model %s no longer gives its recorded vectors; rebuilding it", onnx_path)
         return None
-    return model, session
+    return opened
 
 
 def export(source: Path, stem: Path, variant: Variant) -> None:
@@ -173,10 +184,9 @@ def export(source: Path, stem: Path, variant: Variant) -> None:
         cached = CachedModel(
             work_onnx, work_tokenizer, int(model.max_seq_length), int(_dimension(model)), input_names, variant
         )
-        session = open_session(work_onnx, threads=1)
+        opened = OpenModel(cached, open_session(work_onnx, threads=1), tokenizer_for(cached))
         texts = [PROBE_TEXT, *VERIFY_TEXTS]
-        tokenizer = tokenizer_for(cached)
-        exported = run_session(session, tokenizer, input_names, texts)
+        exported = opened.embed(texts)
         reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
         cosines = np.sum(exported * reference, axis=1)
         minimum = PROBE_MIN_COSINE if variant == "fp32" else INT8_MIN_COSINE
@@ -189,7 +199,7 @@ def export(source: Path, stem: Path, variant: Variant) -> None:
             FORMAT, str(source), weights_sha256(source), variant, cached.max_seq_length, cached.dimension,
             # The probe alone, as the check on load runs it: int8 graphs quantise activations per
             # batch, so a text's vector moves slightly with the padding of its batch.
-            list(input_names), [float(x) for x in run_session(session, tokenizer, input_names, [PROBE_TEXT])[0]],
+            list(input_names), [float(x) for x in opened.embed([PROBE_TEXT])[0]],
         )
         Path(work, sidecar_path.name).write_text(json.dumps(asdict(sidecar)))
         # The sidecar goes last: a reader that finds it finds the other two complete.
