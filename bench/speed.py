@@ -468,7 +468,9 @@ def markdown(
 ) -> str:
     rows = target_rows(runs, adds, cold) + (stdio.target_rows(*over_stdio) if over_stdio else [])
     targets = report.table(["figure", "measured", "target", "meets target"], rows)
-    stdio_section = stdio.markdown(*over_stdio, floor_ms(runs[0]) if runs else None, targets=False) if over_stdio else ""
+    stdio_section = ""
+    if over_stdio:
+        stdio_section = stdio.markdown(*over_stdio, floor_ms(runs[0]) if runs else None, targets=False)
     cold_section = coldstart.markdown(cold) if cold else ""
     return f"""## Speed and memory
 

@@ -110,7 +110,8 @@ def test_the_backend_is_a_setting(config, nlp, model_cache: Path):
     assert open_embedder("", "onnx-int8", cache_dir=model_cache, threads=1).backend == "onnx-int8"
     with Engine(config.replace("store", embedding_backend="torch"), nlp=nlp) as engine:
         assert engine.status()["embedding_backend"] == "torch"
-    with pytest.raises(Exception, match="embedding_backend = .tensorflow. is not allowed: use one of onnx, onnx-int8, torch"):
+    allowed = "embedding_backend = .tensorflow. is not allowed: use one of onnx, onnx-int8, torch"
+    with pytest.raises(Exception, match=allowed):
         load_config(environ={"TRIMEM_EMBEDDING_BACKEND": "tensorflow"})
 
 
