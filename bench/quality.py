@@ -39,7 +39,12 @@ TOP_K = 20
 """Results asked of every search: the largest k of any metric."""
 FAILURE_K = 10
 """A question is a failure case when some evidence turn is missing from this many results."""
-REFERENCE = "all three (reference)"
+REFERENCE = "Mem0 (reference)"
+DEFAULT = "trimem (default)"
+MEM0 = {"ranking": "mem0"}
+"""Mem0's exact behaviour; variants measured against it build on this."""
+MEM0_SIGNALS = {"keyword_context": 0.0, "entity_weighting": "mem0"}
+"""trimem's departures from Mem0 other than the union pool, turned off."""
 
 
 @dataclass(frozen=True)
@@ -52,20 +57,17 @@ class Variant:
 
 
 VARIANTS: tuple[Variant, ...] = (
-    Variant("semantic only", {"use_bm25": False, "use_entities": False}),
-    Variant("semantic + BM25", {"use_entities": False}, "Mem0's fusion without entities"),
-    Variant("semantic + entities", {"use_bm25": False}),
-    Variant(REFERENCE, {}, "Mem0's behaviour: configs/default.toml"),
-    Variant("union pool", {"candidate_pool": "union"}, "keyword/entity hits outside the over-fetch scored exactly"),
-    Variant("union pool, threshold 0", {"candidate_pool": "union", "threshold": 0.0}),
-    Variant("semantic + BM25, union pool", {"use_entities": False, "candidate_pool": "union"}),
-    Variant("over-fetch 40", {"overfetch_factor": 1, "overfetch_minimum": 40}),
-    Variant("over-fetch 60", {"overfetch_factor": 3, "overfetch_minimum": 60}, "the pool of a top_k=10 search"),
-    Variant("over-fetch 160", {"overfetch_factor": 8}),
-    Variant("over-fetch whole scope", {"overfetch_factor": 1, "overfetch_minimum": 4096}),
-    Variant("threshold 0", {"threshold": 0.0}),
-    Variant("threshold 0.2", {"threshold": 0.2}),
-    Variant("threshold 0.3", {"threshold": 0.3}),
+    Variant("semantic only", {**MEM0, "use_bm25": False, "use_entities": False}),
+    Variant("semantic + BM25", {**MEM0, "use_entities": False}, "Mem0's fusion without entities"),
+    Variant("semantic + entities", {**MEM0, "use_bm25": False}),
+    Variant(REFERENCE, MEM0, "Mem0's behaviour, one setting away from the default"),
+    Variant("Mem0 + union pool", MEM0_SIGNALS, "keyword/entity hits outside the over-fetch scored exactly"),
+    Variant("Mem0 + union pool + keyword context", {"entity_weighting": "mem0"}, "a memory earns half its neighbours' BM25"),
+    Variant(DEFAULT, {}, "configs/default.toml: union pool, keyword context, entity rarity"),
+    Variant("trimem without union pool", {"candidate_pool": "semantic"}),
+    Variant("trimem without keyword context", {"keyword_context": 0.0}),
+    Variant("trimem without entities", {"use_entities": False}),
+    Variant("Mem0, over-fetch whole scope", {**MEM0, "overfetch_factor": 1, "overfetch_minimum": 4096}),
 )
 
 
@@ -187,6 +189,7 @@ def diagnose(
     reference = by_name[REFERENCE]
     limit = reference.internal_limit
     cases = []
+    base = base.replace("search", **reference.variant.search)
     with Engine(base, embedder=embedder, nlp=nlp) as engine:
         options = engine.config.search
         exhaustive = base.replace("search", overfetch_factor=1, overfetch_minimum=4096).search

@@ -25,6 +25,13 @@ _CHECKOUT_DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "default.
 
 EmbeddingBackend = Literal["onnx", "onnx-int8", "torch"]
 EMBEDDING_BACKENDS: tuple[str, ...] = get_args(EmbeddingBackend)
+Ranking = Literal["trimem", "mem0"]
+RANKINGS: tuple[str, ...] = get_args(Ranking)
+EntityWeighting = Literal["mem0", "rarity"]
+ENTITY_WEIGHTINGS: tuple[str, ...] = get_args(EntityWeighting)
+
+MEM0_RANKING: dict[str, Any] = {"candidate_pool": "semantic", "keyword_context": 0.0, "entity_weighting": "mem0"}
+"""The ``[search]`` values that reproduce Mem0 exactly; ``ranking = "mem0"`` imposes them."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,14 @@ class SearchConfig:
     candidate_pool: Literal["semantic", "union"]
     overfetch_factor: int
     overfetch_minimum: int
+    ranking: Ranking
+    keyword_context: float
+    entity_weighting: EntityWeighting
+
+    def resolved(self) -> SearchConfig:
+        """The options retrieval runs with: ``ranking = "mem0"`` overrides every departure from
+        Mem0 (``MEM0_RANKING``), so that one setting restores its exact behaviour."""
+        return dataclasses.replace(self, **MEM0_RANKING) if self.ranking == "mem0" else self
 
 
 @dataclass(frozen=True)
@@ -176,6 +191,14 @@ def _check(config: Config) -> None:
         raise InvalidArgument(f"threshold must be between 0 and 1, got {search.threshold}")
     if search.candidate_pool not in ("semantic", "union"):
         raise InvalidArgument(f"candidate_pool must be 'semantic' or 'union', got {search.candidate_pool!r}")
+    if search.ranking not in RANKINGS:
+        raise InvalidArgument(f"ranking must be one of {', '.join(RANKINGS)}, got {search.ranking!r}")
+    if search.entity_weighting not in ENTITY_WEIGHTINGS:
+        raise InvalidArgument(
+            f"entity_weighting must be one of {', '.join(ENTITY_WEIGHTINGS)}, got {search.entity_weighting!r}"
+        )
+    if not 0.0 <= search.keyword_context <= 1.0:
+        raise InvalidArgument(f"keyword_context must be between 0 and 1, got {search.keyword_context}")
     if not 1 <= search.top_k <= limits.max_top_k:
         raise InvalidArgument(f"top_k must be between 1 and max_top_k ({limits.max_top_k}), got {search.top_k}")
     for name in ("overfetch_factor", "overfetch_minimum"):

@@ -690,6 +690,37 @@ def entity_links(
     return linked, links, exists
 
 
+def scope_count(conn: apsw.Connection, scope: dict[str, str]) -> int:
+    """How many memories the scope holds (the N of the entity rarity weight)."""
+    where, params = scope_sql(scope)
+    return conn.execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0]
+
+
+def adjacent_memories(
+    conn: apsw.Connection,
+    rowids: Sequence[int],
+    scope: dict[str, str],
+    filter_sql: str,
+    filter_params: list[Any],
+) -> dict[int, list[int]]:
+    """For each memory, the memories stored just before and after it (rowid ± 1) that are in
+    the same scope and pass the filters: the turns around it when a conversation is added
+    in order. A rowid taken by another scope, or deleted, is no neighbour."""
+    if not rowids:
+        return {}
+    around = sorted({rowid + step for rowid in rowids for step in (-1, 1)})
+    where, params = scope_sql(scope, "m")
+    found = {
+        row[0]
+        for row in conn.execute(
+            f"SELECT m.rowid FROM memories m WHERE m.rowid IN ({','.join('?' * len(around))}) "
+            f"AND {where} AND ({filter_sql})",
+            (*around, *params, *filter_params),
+        )
+    }
+    return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
+
+
 # --- maintenance ----------------------------------------------------------------------
 # Read-only probes for ``store.maintenance.check`` and the few writes ``repair`` needs.
 # Each probe names the rows that break one invariant; an empty result means it holds.

@@ -2,7 +2,10 @@
 
 Mirrors Mem0's ``_search_vector_store`` and ``_compute_entity_boosts`` (commit 001c235):
 semantic KNN over-fetch, FTS5 BM25 on the lemmatized query, entity boosts, the
-semantic gate before fusion, the signal-count denominator. ``prepare`` runs the
+semantic gate before fusion, the signal-count denominator. The default ranking
+(``ranking = "trimem"``) keeps those formulas and changes what they see: the union
+candidate pool, keyword context from adjacent memories and entity rarity; ``ranking =
+"mem0"`` turns all three off (``SearchConfig.resolved``). ``prepare`` runs the
 models and touches no database, so the engine can run it outside its database lock.
 Nothing here catches and carries on: a signal that does not apply is a branch, and
 the query analysis records which signals ran.
@@ -45,6 +48,10 @@ class SearchRequest:
     filter_params: list[Any]
     show_expired: bool
     options: SearchConfig
+
+    def __post_init__(self) -> None:
+        # Every signal reads the resolved options, so ``ranking = "mem0"`` cannot be half applied.
+        object.__setattr__(self, "options", self.options.resolved())
 
     @property
     def internal_limit(self) -> int:
@@ -94,16 +101,29 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
     bm25_raw: dict[int, float] = {}
     if request.options.use_bm25:
         bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
+        bm25_raw = keyword_context(conn, bm25_raw, request)
     # The reference pool ranks only vector candidates, so only their links are needed;
     # the union pool turns every boosted memory into a candidate.
     reachable = list(distances) if request.options.candidate_pool == "semantic" else None
     boosts, matches, entity_active = entity_boosts(conn, prepared, request, reachable)
     if request.options.candidate_pool == "union":
         # Score keyword and entity hits that fell outside the vector over-fetch exactly,
-        # instead of dropping them; they still face the semantic gate.
-        missing = [rowid for rowid in (*bm25_raw, *boosts) if rowid not in distances]
+        # instead of dropping them; they still face the semantic gate. Like the other
+        # signals, the entity signal contributes its ``limit`` best memories.
+        boosted = sorted(boosts, key=boosts.__getitem__, reverse=True)[:limit]
+        missing = [rowid for rowid in (*bm25_raw, *boosted) if rowid not in distances]
         distances.update(db.distances_for(conn, prepared.embedding, list(dict.fromkeys(missing))))
     return Signals(distances, bm25_raw, boosts, entity_active, matches)
+
+
+def keyword_context(conn: apsw.Connection, bm25_raw: dict[int, float], request: SearchRequest) -> dict[int, float]:
+    """The keyword hits, plus the memories beside them (same scope, rowid ± 1) scored at
+    ``keyword_context`` × the hit's raw BM25 (see ``scoring.keyword_context``)."""
+    weight = request.options.keyword_context
+    if weight <= 0 or not bm25_raw:
+        return bm25_raw
+    adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, request.filter_sql, request.filter_params)
+    return scoring.keyword_context(bm25_raw, adjacent, weight)
 
 
 def entity_boosts(
@@ -117,6 +137,9 @@ def entity_boosts(
     best: dict[int, float] = {}
     matches: dict[int, EntityMatch] = {}
     active = False
+    scope_count = None
+    if request.options.entity_weighting == "rarity" and prepared.entities:
+        scope_count = db.scope_count(conn, request.scope)
     for query_entity, vector in zip(prepared.entities, prepared.entity_embeddings):
         hits = db.knn_entities(conn, vector, request.scope, scoring.ENTITY_SEARCH_LIMIT)
         scored = ((entity_id, text, scoring.similarity_from_distance(distance)) for entity_id, text, distance in hits)
@@ -131,7 +154,8 @@ def entity_boosts(
         active = active or exists
         for entity_id, rowid in links:
             text, similarity = similar[entity_id]
-            boost = scoring.entity_boost(similarity, linked[entity_id])
+            rarity = 1.0 if scope_count is None else scoring.entity_rarity(linked[entity_id], scope_count)
+            boost = scoring.entity_boost(similarity, linked[entity_id], rarity)
             if boost > best.get(rowid, 0.0):
                 best[rowid] = boost
                 matches[rowid] = EntityMatch(query_entity, text, similarity, linked[entity_id])
