@@ -592,8 +592,11 @@ def distances_for(conn: apsw.Connection, embedding: np.ndarray, rowids: Sequence
     if not rowids:
         return []
     marks = ",".join("?" * len(rowids))
+    # Driven from memories, vec0 gets one rowid lookup per memory; ``memory_rowid IN (…)``
+    # on vec0 itself scans its chunks and takes about twice as long at 10,000 memories.
     return conn.execute(
-        f"SELECT memory_rowid, vec_distance_cosine(embedding, ?) FROM memory_vectors WHERE memory_rowid IN ({marks})",
+        "SELECT v.memory_rowid, vec_distance_cosine(v.embedding, ?) FROM memories m "
+        f"JOIN memory_vectors v ON v.memory_rowid = m.rowid WHERE m.rowid IN ({marks})",
         (vector_blob(embedding), *rowids),
     ).fetchall()
 
@@ -709,7 +712,9 @@ def adjacent_memories(
     if not rowids:
         return {}
     around = sorted({rowid + step for rowid in rowids for step in (-1, 1)})
-    where, params = scope_sql(scope, "m")
+    # Unary + keeps the planner on the rowid lookups: through the scope index it would
+    # walk the whole scope (5 ms instead of 0.2 at 10,000 memories).
+    where, params = scope_sql(scope, "+m")
     found = {
         row[0]
         for row in conn.execute(
@@ -719,6 +724,19 @@ def adjacent_memories(
         )
     }
     return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
+
+
+def expired_among(conn: apsw.Connection, rowids: Sequence[int], today: str) -> set[int]:
+    """Which of these memories expired before ``today`` (expiry is the day after the date)."""
+    if not rowids:
+        return set()
+    marks = ",".join("?" * len(rowids))
+    return {
+        row[0]
+        for row in conn.execute(
+            f"SELECT rowid FROM memories WHERE rowid IN ({marks}) AND expiration_date < ?", (*rowids, today)
+        )
+    }
 
 
 # --- maintenance ----------------------------------------------------------------------

@@ -224,3 +224,39 @@ def fuse(
     ranked.sort(key=lambda item: item[1].final_score, reverse=True)
     return Fusion(ranked=ranked[:top_k], below_threshold=below, has_bm25=bool(bm25), has_entity=has_entity)
 
+
+
+def could_reach_top_k(
+    pool: Mapping[Key, float],
+    outside: Sequence[Key],
+    ceiling: float,
+    bm25_raw: Mapping[Key, float],
+    params: SigmoidParams,
+    boosts: Mapping[Key, float],
+    threshold: float,
+    top_k: int,
+    *,
+    entity_active: bool | None = None,
+) -> list[Key]:
+    """Of the memories ``outside`` the semantic pool, those that could still make the top ``top_k``.
+
+    ``pool`` maps the pool's memories to their similarity; every memory outside it is at
+    most ``ceiling`` similar to the query (the pool's farthest). A memory whose best
+    possible fused score, with ``ceiling`` as its similarity, is below the ``top_k``-th
+    score of the pool alone cannot be returned, so its exact similarity need not be read.
+    The result is the same ranking at a fraction of the vector lookups. Ties are kept.
+    """
+    if ceiling < threshold:
+        return []
+    ranked = fuse(pool, bm25_raw, params, boosts, threshold, top_k, entity_active=entity_active)
+    if len(ranked.ranked) < top_k:
+        return list(outside)
+    bar = ranked.ranked[-1][1].final_score
+    denominator = max_possible_score(ranked.has_bm25, ranked.has_entity)
+    kept = []
+    for key in outside:
+        raw = bm25_raw.get(key, 0.0)
+        bm25 = normalize_bm25(raw, params) if raw > 0 else 0.0
+        if min((ceiling + bm25 + boosts.get(key, 0.0)) / denominator, 1.0) >= bar:
+            kept.append(key)
+    return kept

@@ -207,3 +207,29 @@ def test_keyword_context_never_lowers_a_score_nor_exceeds_the_best(hits: dict[in
     assert all(context[key] >= raw for key, raw in hits.items())
     assert all(value <= max(hits.values()) for value in context.values())
     assert set(context) <= set(hits) | {key + step for key in hits for step in (-1, 1)}
+
+
+@given(
+    similarities=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=30),
+    bm25=st.dictionaries(st.integers(0, 29), st.floats(0.0, 30.0), max_size=30),
+    boosts=st.dictionaries(st.integers(0, 29), st.floats(0.0, 0.5), max_size=30),
+    pool_size=st.integers(1, 29),
+    top_k=st.integers(1, 10),
+    threshold=st.floats(0.0, 0.5),
+)
+def test_skipping_what_cannot_reach_top_k_keeps_the_ranking(
+    similarities: list[float], bm25: dict, boosts: dict, pool_size: int, top_k: int, threshold: float
+) -> None:
+    """Reading only the outside memories ``could_reach_top_k`` keeps ranks exactly as
+    reading all of them: the pool is the nearest memories, so the rest are at most its farthest."""
+    order = sorted(range(len(similarities)), key=lambda key: -similarities[key])
+    pool = {key: similarities[key] for key in order[:pool_size]}
+    outside = order[pool_size:]
+    ceiling = min(pool.values())
+    params = bm25_params(3)
+    kept = scoring.could_reach_top_k(pool, outside, ceiling, bm25, params, boosts, threshold, top_k, entity_active=True)
+    everything = {key: similarities[key] for key in order}
+    pruned = {key: similarities[key] for key in order if key in pool or key in kept}
+    full = fuse(everything, bm25, params, boosts, threshold, top_k, entity_active=True)
+    fast = fuse(pruned, bm25, params, boosts, threshold, top_k, entity_active=True)
+    assert [item[1].final_score for item in fast.ranked] == [item[1].final_score for item in full.ranked]
