@@ -7,7 +7,10 @@ one memory per turn). Then one ``Engine`` per variant is opened on that same fil
 each with its own ``[search]`` configuration and all sharing one embedding model and
 one spaCy pipeline, and every question goes through that engine's ``search`` with
 ``top_k=20``. The variants differ only in engine configuration: no pipeline is forked
-here. For the reference variant, questions whose evidence is missing from the top 10
+here. The reference variant is Mem0's exact behaviour (``ranking = "mem0"``); the
+default is trimem's ranking, and the variants around it take one departure out at a time.
+Metrics are also split into the conversations ideas were tuned on and the two
+``CHECK_SAMPLES`` kept for checking. For the reference variant, questions whose evidence is missing from the top 10
 are written to ``bench/results/quality-failures.jsonl`` with, for each evidence turn,
 its rank under every variant and its three signal values computed exhaustively over
 the scope (by the engine's own ``retrieval`` functions), so failures can be studied.
@@ -325,6 +328,29 @@ def run(
     return QualityRun(results, questions, memories, ingest_seconds, cases)
 
 
+CHECK_SAMPLES = ("conv-42", "conv-43")
+"""Conversations of the dev file no ranking choice was made on: each idea was kept or
+dropped on the other three ("tune"), and these ("check") show whether it generalises."""
+
+
+def split_table(run: QualityRun, check: Sequence[str] = CHECK_SAMPLES) -> str:
+    """Overall metrics of every variant on the tuning conversations and on the check ones."""
+    in_check = [sample.sample_id in check for sample, _ in run.questions]
+    if all(in_check) or not any(in_check):
+        return ""
+    rows = []
+    for result in run.results:
+        tune = metrics.mean(s for s, c in zip(result.scores, in_check) if not c)
+        held = metrics.mean(s for s, c in zip(result.scores, in_check) if c)
+        rows.append([result.variant.name, *(tune[name] for name in metrics.METRICS), *(held[name] for name in metrics.METRICS)])
+    headers = ["variant", *(f"tune {name}" for name in metrics.METRICS), *(f"check {name}" for name in metrics.METRICS)]
+    counts = Counter(c for c in in_check)
+    return (
+        f"Tune ({counts[False]} questions, the conversations ideas were chosen on) vs check "
+        f"({counts[True]} questions: {', '.join(check)}, never used to choose):\n\n" + report.table(headers, rows)
+    )
+
+
 def overall_table(run: QualityRun) -> str:
     """One row per variant: the five metrics over every question, and its search pool size."""
     rows = []
@@ -384,6 +410,8 @@ configuration on the same database file, sharing one model and one spaCy pipelin
 "pool" is the over-fetch per signal at top_k={TOP_K} (`max(top_k × overfetch_factor, overfetch_minimum)`).
 
 {overall_table(run)}
+
+{split_table(run)}
 
 Variants:
 
