@@ -7,7 +7,10 @@ one memory per turn). Then one ``Engine`` per variant is opened on that same fil
 each with its own ``[search]`` configuration and all sharing one embedding model and
 one spaCy pipeline, and every question goes through that engine's ``search`` with
 ``top_k=20``. The variants differ only in engine configuration: no pipeline is forked
-here. For the reference variant, questions whose evidence is missing from the top 10
+here. The reference variant is Mem0's exact behaviour (``ranking = "mem0"``); the
+default is trimem's ranking, and the variants around it take one departure out at a time.
+Metrics are also split into the conversations ideas were tuned on and the two
+``CHECK_SAMPLES`` kept for checking. For the reference variant, questions whose evidence is missing from the top 10
 are written to ``bench/results/quality-failures.jsonl`` with, for each evidence turn,
 its rank under every variant and its three signal values computed exhaustively over
 the scope (by the engine's own ``retrieval`` functions), so failures can be studied.
@@ -39,7 +42,12 @@ TOP_K = 20
 """Results asked of every search: the largest k of any metric."""
 FAILURE_K = 10
 """A question is a failure case when some evidence turn is missing from this many results."""
-REFERENCE = "all three (reference)"
+REFERENCE = "Mem0 (reference)"
+DEFAULT = "trimem (default)"
+MEM0 = {"ranking": "mem0"}
+"""Mem0's exact behaviour; variants measured against it build on this."""
+MEM0_SIGNALS = {"keyword_context": 0.0, "entity_weighting": "mem0"}
+"""trimem's departures from Mem0 other than the union pool, turned off."""
 
 
 @dataclass(frozen=True)
@@ -52,20 +60,17 @@ class Variant:
 
 
 VARIANTS: tuple[Variant, ...] = (
-    Variant("semantic only", {"use_bm25": False, "use_entities": False}),
-    Variant("semantic + BM25", {"use_entities": False}, "Mem0's fusion without entities"),
-    Variant("semantic + entities", {"use_bm25": False}),
-    Variant(REFERENCE, {}, "Mem0's behaviour: configs/default.toml"),
-    Variant("union pool", {"candidate_pool": "union"}, "keyword/entity hits outside the over-fetch scored exactly"),
-    Variant("union pool, threshold 0", {"candidate_pool": "union", "threshold": 0.0}),
-    Variant("semantic + BM25, union pool", {"use_entities": False, "candidate_pool": "union"}),
-    Variant("over-fetch 40", {"overfetch_factor": 1, "overfetch_minimum": 40}),
-    Variant("over-fetch 60", {"overfetch_factor": 3, "overfetch_minimum": 60}, "the pool of a top_k=10 search"),
-    Variant("over-fetch 160", {"overfetch_factor": 8}),
-    Variant("over-fetch whole scope", {"overfetch_factor": 1, "overfetch_minimum": 4096}),
-    Variant("threshold 0", {"threshold": 0.0}),
-    Variant("threshold 0.2", {"threshold": 0.2}),
-    Variant("threshold 0.3", {"threshold": 0.3}),
+    Variant("semantic only", {**MEM0, "use_bm25": False, "use_entities": False}),
+    Variant("semantic + BM25", {**MEM0, "use_entities": False}, "Mem0's fusion without entities"),
+    Variant("semantic + entities", {**MEM0, "use_bm25": False}),
+    Variant(REFERENCE, MEM0, "Mem0's behaviour, one setting away from the default"),
+    Variant("Mem0 + union pool", MEM0_SIGNALS, "keyword/entity hits outside the over-fetch scored exactly"),
+    Variant("Mem0 + union pool + keyword context", {"entity_weighting": "mem0"}, "a memory earns half its neighbours' BM25"),
+    Variant(DEFAULT, {}, "configs/default.toml: union pool, keyword context, entity rarity"),
+    Variant("trimem without union pool", {"candidate_pool": "semantic"}),
+    Variant("trimem without keyword context", {"keyword_context": 0.0}),
+    Variant("trimem without entities", {"use_entities": False}),
+    Variant("Mem0, over-fetch whole scope", {**MEM0, "overfetch_factor": 1, "overfetch_minimum": 4096}),
 )
 
 
@@ -187,6 +192,7 @@ def diagnose(
     reference = by_name[REFERENCE]
     limit = reference.internal_limit
     cases = []
+    base = base.replace("search", **reference.variant.search)
     with Engine(base, embedder=embedder, nlp=nlp) as engine:
         options = engine.config.search
         exhaustive = base.replace("search", overfetch_factor=1, overfetch_minimum=4096).search
@@ -322,6 +328,29 @@ def run(
     return QualityRun(results, questions, memories, ingest_seconds, cases)
 
 
+CHECK_SAMPLES = ("conv-42", "conv-43")
+"""Conversations of the dev file no ranking choice was made on: each idea was kept or
+dropped on the other three ("tune"), and these ("check") show whether it generalises."""
+
+
+def split_table(run: QualityRun, check: Sequence[str] = CHECK_SAMPLES) -> str:
+    """Overall metrics of every variant on the tuning conversations and on the check ones."""
+    in_check = [sample.sample_id in check for sample, _ in run.questions]
+    if all(in_check) or not any(in_check):
+        return ""
+    rows = []
+    for result in run.results:
+        tune = metrics.mean(s for s, c in zip(result.scores, in_check) if not c)
+        held = metrics.mean(s for s, c in zip(result.scores, in_check) if c)
+        rows.append([result.variant.name, *(tune[name] for name in metrics.METRICS), *(held[name] for name in metrics.METRICS)])
+    headers = ["variant", *(f"tune {name}" for name in metrics.METRICS), *(f"check {name}" for name in metrics.METRICS)]
+    counts = Counter(c for c in in_check)
+    return (
+        f"Tune ({counts[False]} questions, the conversations ideas were chosen on) vs check "
+        f"({counts[True]} questions: {', '.join(check)}, never used to choose):\n\n" + report.table(headers, rows)
+    )
+
+
 def overall_table(run: QualityRun) -> str:
     """One row per variant: the five metrics over every question, and its search pool size."""
     rows = []
@@ -381,6 +410,8 @@ configuration on the same database file, sharing one model and one spaCy pipelin
 "pool" is the over-fetch per signal at top_k={TOP_K} (`max(top_k × overfetch_factor, overfetch_minimum)`).
 
 {overall_table(run)}
+
+{split_table(run)}
 
 Variants:
 

@@ -26,6 +26,13 @@ _CHECKOUT_DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "default.
 
 EmbeddingBackend = Literal["onnx", "onnx-int8", "torch"]
 EMBEDDING_BACKENDS: tuple[str, ...] = get_args(EmbeddingBackend)
+Ranking = Literal["trimem", "mem0"]
+RANKINGS: tuple[str, ...] = get_args(Ranking)
+EntityWeighting = Literal["mem0", "rarity"]
+ENTITY_WEIGHTINGS: tuple[str, ...] = get_args(EntityWeighting)
+
+MEM0_RANKING: dict[str, Any] = {"candidate_pool": "semantic", "keyword_context": 0.0, "entity_weighting": "mem0"}
+"""The ``[search]`` values that reproduce Mem0 exactly; ``ranking = "mem0"`` imposes them."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,14 @@ class SearchConfig:
     candidate_pool: Literal["semantic", "union"]
     overfetch_factor: int
     overfetch_minimum: int
+    ranking: Ranking
+    keyword_context: float
+    entity_weighting: EntityWeighting
+
+    def resolved(self) -> SearchConfig:
+        """The options retrieval runs with: ``ranking = "mem0"`` overrides every departure from
+        Mem0 (``MEM0_RANKING``), so that one setting restores its exact behaviour."""
+        return dataclasses.replace(self, **MEM0_RANKING) if self.ranking == "mem0" else self
 
 
 @dataclass(frozen=True)
@@ -199,6 +214,12 @@ def _check(config: Config) -> None:
         raise _refuse("search", "threshold", search.threshold, "it must be between 0 and 1; 0.1 is the default")
     if search.candidate_pool not in ("semantic", "union"):
         raise _refuse("search", "candidate_pool", search.candidate_pool, "use 'semantic' or 'union'")
+    if search.ranking not in RANKINGS:
+        raise _refuse("search", "ranking", search.ranking, f"use one of {', '.join(RANKINGS)}")
+    if search.entity_weighting not in ENTITY_WEIGHTINGS:
+        raise _refuse("search", "entity_weighting", search.entity_weighting, f"use one of {', '.join(ENTITY_WEIGHTINGS)}")
+    if not 0.0 <= search.keyword_context <= 1.0:
+        raise _refuse("search", "keyword_context", search.keyword_context, "it must be between 0 and 1")
     for section, name in (
         ("limits", "max_text_chars"), ("limits", "max_top_k"), ("limits", "max_metadata_bytes"),
         ("search", "overfetch_factor"), ("search", "overfetch_minimum"),

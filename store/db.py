@@ -412,8 +412,11 @@ def distances_for(conn: apsw.Connection, embedding: np.ndarray, rowids: Sequence
     if not rowids:
         return []
     marks = ",".join("?" * len(rowids))
+    # Driven from memories, vec0 gets one rowid lookup per memory; ``memory_rowid IN (…)``
+    # on vec0 itself scans its chunks and takes about twice as long at 10,000 memories.
     return conn.execute(
-        f"SELECT memory_rowid, vec_distance_cosine(embedding, ?) FROM memory_vectors WHERE memory_rowid IN ({marks})",
+        "SELECT v.memory_rowid, vec_distance_cosine(v.embedding, ?) FROM memories m "
+        f"JOIN memory_vectors v ON v.memory_rowid = m.rowid WHERE m.rowid IN ({marks})",
         (vector_blob(embedding), *rowids),
     ).fetchall()
 
@@ -508,6 +511,39 @@ def entity_links(
         and conn.execute(f"SELECT EXISTS (SELECT 1 {joined})", (*entity_ids, *filter_params)).fetchone()[0] == 1
     )
     return linked, links, exists
+
+
+def scope_count(conn: apsw.Connection, scope: dict[str, str]) -> int:
+    """How many memories the scope holds (the N of the entity rarity weight)."""
+    where, params = scope_sql(scope)
+    return conn.execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0]
+
+
+def adjacent_memories(
+    conn: apsw.Connection,
+    rowids: Sequence[int],
+    scope: dict[str, str],
+    filter_sql: str,
+    filter_params: list[Any],
+) -> dict[int, list[int]]:
+    """For each memory, the memories stored just before and after it (rowid ± 1) that are in
+    the same scope and pass the filters: the turns around it when a conversation is added
+    in order. A rowid taken by another scope, or deleted, is no neighbour."""
+    if not rowids:
+        return {}
+    around = sorted({rowid + step for rowid in rowids for step in (-1, 1)})
+    # Unary + keeps the planner on the rowid lookups: through the scope index it would
+    # walk the whole scope (5 ms instead of 0.2 at 10,000 memories).
+    where, params = scope_sql(scope, "+m")
+    found = {
+        row[0]
+        for row in conn.execute(
+            f"SELECT m.rowid FROM memories m WHERE m.rowid IN ({','.join('?' * len(around))}) "
+            f"AND {where} AND ({filter_sql})",
+            (*around, *params, *filter_params),
+        )
+    }
+    return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
 
 
 # --- maintenance ----------------------------------------------------------------------

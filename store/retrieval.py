@@ -2,7 +2,10 @@
 
 Mirrors Mem0's ``_search_vector_store`` and ``_compute_entity_boosts`` (commit 001c235):
 semantic KNN over-fetch, FTS5 BM25 on the lemmatized query, entity boosts, the
-semantic gate before fusion, the signal-count denominator. ``prepare`` runs the
+semantic gate before fusion, the signal-count denominator. The default ranking
+(``ranking = "trimem"``) keeps those formulas and changes what they see: the union
+candidate pool, keyword context from adjacent memories and entity rarity; ``ranking =
+"mem0"`` turns all three off (``SearchConfig.resolved``). ``prepare`` runs the
 models and touches no database, so the engine can run it outside its database lock.
 Nothing here catches and carries on: a signal that does not apply is a branch, and
 the query analysis records which signals ran.
@@ -60,6 +63,10 @@ class SearchRequest:
         """The day before which expired memories are skipped, or None to keep them (``show_expired``)."""
         return None if self.show_expired else self.on
 
+    def __post_init__(self) -> None:
+        # Every signal reads the resolved options, so ``ranking = "mem0"`` cannot be half applied.
+        object.__setattr__(self, "options", self.options.resolved())
+
     @property
     def internal_limit(self) -> int:
         return scoring.internal_limit(self.top_k, self.options.overfetch_factor, self.options.overfetch_minimum)
@@ -116,29 +123,89 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
     bm25_raw: dict[int, float] = {}
     if request.options.use_bm25:
         bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
-    # The reference pool ranks only vector candidates, so only their links are needed;
-    # the union pool turns every boosted memory into a candidate.
-    reachable = list(distances) if request.options.candidate_pool == "semantic" else None
-    boosts, matches, entity_active = entity_boosts(conn, prepared, request, reachable)
-    if request.options.candidate_pool == "union":
+        bm25_raw = keyword_context(conn, bm25_raw, request, fsql, fparams)
+    # The reference pool ranks only vector candidates, so only their links are needed; the
+    # union pool adds the keyword hits and, like the other signals, up to ``limit`` memories
+    # of the entity signal's own.
+    union = request.options.candidate_pool == "union"
+    reachable = list(dict.fromkeys([*distances, *bm25_raw])) if union else list(distances)
+    boosts, matches, entity_active = entity_boosts(conn, prepared, request, reachable, limit if union else 0)
+    if union:
         # Score keyword and entity hits that fell outside the vector over-fetch exactly,
         # instead of dropping them; they still face the semantic gate.
-        missing = [rowid for rowid in (*bm25_raw, *boosts) if rowid not in distances]
-        distances.update(db.distances_for(conn, prepared.embedding, list(dict.fromkeys(missing))))
+        missing = list(dict.fromkeys(rowid for rowid in (*bm25_raw, *boosts) if rowid not in distances))
+        if missing and len(distances) >= limit:
+            missing = reachable_outside_pool(prepared, request, distances, missing, bm25_raw, boosts, entity_active)
+        distances.update(db.distances_for(conn, prepared.embedding, missing))
     return Signals(distances, bm25_raw, boosts, entity_active, matches)
 
 
+def reachable_outside_pool(
+    prepared: PreparedQuery,
+    request: SearchRequest,
+    distances: dict[int, float],
+    outside: list[int],
+    bm25_raw: dict[int, float],
+    boosts: dict[int, float],
+    entity_active: bool,
+) -> list[int]:
+    """The union candidates outside the full vector over-fetch that could still be returned
+    (``scoring.could_reach_top_k``): the rest cannot beat the pool's own top_k even at the
+    pool's farthest similarity, so their vectors are not read. Same results, fewer lookups;
+    explain does not list the skipped ones as dropped."""
+    # The vector search already kept expired memories out (unless show_expired asks for them).
+    semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in distances.items()}
+    ceiling = scoring.similarity_from_distance(max(distances.values()))
+    return scoring.could_reach_top_k(
+        semantic, outside, ceiling, bm25_raw, scoring.bm25_params(len(prepared.terms)), boosts,
+        request.threshold, request.top_k, entity_active=entity_active,
+    )
+
+
+def keyword_context(
+    conn: apsw.Connection, bm25_raw: dict[int, float], request: SearchRequest, filter_sql: str, filter_params: list[Any]
+) -> dict[int, float]:
+    """The keyword hits, plus the memories beside them (same scope, rowid ± 1, passing
+    ``filter_sql``) scored at ``keyword_context`` × the hit's raw BM25 (see ``scoring.keyword_context``)."""
+    weight = request.options.keyword_context
+    if weight <= 0 or not bm25_raw:
+        return bm25_raw
+    adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, filter_sql, filter_params)
+    return scoring.keyword_context(bm25_raw, adjacent, weight)
+
+
 def entity_boosts(
-    conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, among: list[int] | None
+    conn: apsw.Connection,
+    prepared: PreparedQuery,
+    request: SearchRequest,
+    among: list[int] | None,
+    room: int = 0,
 ) -> tuple[dict[int, float], dict[int, EntityMatch], bool]:
     """Each memory's largest boost from stored entities similar to a query entity, and whether
     any memory in scope got one (Mem0's test for the entity share of the denominator).
 
     ``among`` limits the boosts computed to those memories; ``None`` computes them all.
+    ``room`` adds the memories of the most boosting matched entities, whole entities in
+    descending boost order while their links fit in ``room`` memories: the entity signal's
+    own candidates for the union pool, found without reading every link of a name that
+    links to half the scope.
     """
     best: dict[int, float] = {}
     matches: dict[int, EntityMatch] = {}
     active = False
+    scope_count = None
+    if request.options.entity_weighting == "rarity" and prepared.entities:
+        scope_count = db.scope_count(conn, request.scope)
+    fsql, fparams = db.live_sql(request.filter_sql, request.filter_params, request.live_on)
+    weighed: list[tuple[float, int, EntityMatch]] = []  # (boost, entity id, match) of every matched entity
+
+    def keep(links: list[tuple[int, int]], match_of: dict[int, tuple[float, EntityMatch]]) -> None:
+        for entity_id, rowid in links:
+            boost, match = match_of[entity_id]
+            if boost > best.get(rowid, 0.0):
+                best[rowid] = boost
+                matches[rowid] = match
+
     for query_entity, vector in zip(prepared.entities, prepared.entity_embeddings):
         hits = db.knn_entities(conn, vector, request.scope, scoring.ENTITY_SEARCH_LIMIT)
         scored = ((entity_id, text, scoring.similarity_from_distance(distance)) for entity_id, text, distance in hits)
@@ -147,15 +214,31 @@ def entity_boosts(
             for entity_id, text, similarity in scored
             if similarity >= scoring.ENTITY_MATCH_THRESHOLD
         }
-        fsql, fparams = db.live_sql(request.filter_sql, request.filter_params, request.live_on)
         linked, links, exists = db.entity_links(conn, list(similar), fsql, fparams, among)
         active = active or exists
-        for entity_id, rowid in links:
-            text, similarity = similar[entity_id]
-            boost = scoring.entity_boost(similarity, linked[entity_id])
-            if boost > best.get(rowid, 0.0):
-                best[rowid] = boost
-                matches[rowid] = EntityMatch(query_entity, text, similarity, linked[entity_id])
+        match_of = {}
+        for entity_id, (text, similarity) in similar.items():
+            count = linked.get(entity_id, 0)
+            rarity = 1.0 if scope_count is None else scoring.entity_rarity(count, scope_count)
+            match_of[entity_id] = (
+                scoring.entity_boost(similarity, count, rarity),
+                EntityMatch(query_entity, text, similarity, count),
+            )
+            if count:
+                weighed.append((*match_of[entity_id][:1], entity_id, match_of[entity_id][1]))
+        keep(links, match_of)
+    if room > 0 and weighed:
+        chosen: dict[int, tuple[float, EntityMatch]] = {}
+        for boost, entity_id, match in sorted(weighed, key=lambda item: item[0], reverse=True):
+            if entity_id in chosen:
+                continue
+            if match.linked_memories > room:
+                break
+            chosen[entity_id] = (boost, match)
+            room -= match.linked_memories
+        if chosen:
+            _, links, _ = db.entity_links(conn, list(chosen), fsql, fparams)
+            keep(links, chosen)
     return best, matches, active
 
 

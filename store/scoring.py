@@ -9,7 +9,7 @@ retrieval module gathers the signals and hands this module plain numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -85,15 +85,53 @@ def similarity_from_distance(cosine_distance: float) -> float:
     return min(max(1.0 - cosine_distance, 0.0), 1.0)
 
 
-def entity_boost(similarity: float, linked_count: int) -> float:
+def entity_boost(similarity: float, linked_count: int, rarity: float = 1.0) -> float:
     """Boost in [0, ENTITY_BOOST_WEIGHT] for a memory linked to a matched entity.
 
     ``similarity`` is between the query entity and the stored entity;
     ``linked_count`` is how many memories that stored entity is linked to.
+    ``rarity`` in [0, 1] (see ``entity_rarity``) scales the boost further; the default 1
+    is Mem0's formula.
     """
     spread = max(linked_count, 1) - 1
     weight = 1.0 / (1.0 + ENTITY_SPREAD_PENALTY * spread * spread)
-    return similarity * ENTITY_BOOST_WEIGHT * weight
+    return similarity * ENTITY_BOOST_WEIGHT * weight * rarity
+
+
+def entity_rarity(linked_count: int, scope_count: int) -> float:
+    """How rare an entity is in its scope, in [0, 1]: ``log(scope / links) / log(scope)``.
+
+    IDF scaled to [0, 1]: 1 for an entity linked to one memory, 0 for one linked to every
+    memory of the scope (a user's own name says nothing about which memory to return).
+    Mem0's damping alone depends on the link count, not on the scope size. A scope of one
+    memory has nothing to tell apart: 1.
+    """
+    if scope_count <= 1:
+        return 1.0
+    linked = min(max(linked_count, 1), scope_count)
+    return math.log(scope_count / linked) / math.log(scope_count)
+
+
+def keyword_context(
+    bm25_raw: Mapping[Key, float], neighbours: Mapping[Key, Sequence[Key]], weight: float
+) -> dict[Key, float]:
+    """Raw BM25 scores where a memory also earns ``weight`` × the raw score of a neighbour.
+
+    Each memory keeps the larger of its own raw score and ``weight`` times the best raw
+    score among the memories listed as its neighbours in ``neighbours`` (keyword hits map
+    to the memories beside them). In a conversation the answer often shares no word with
+    the question while the turn it replies to does. ``weight`` 0 returns the input
+    unchanged; all scores stay ≥ 0 and a hit's own score never drops.
+    """
+    context = dict(bm25_raw)
+    if weight <= 0:
+        return context
+    for key, raw in bm25_raw.items():
+        inherited = weight * raw
+        for neighbour in neighbours.get(key, ()):
+            if inherited > context.get(neighbour, 0.0):
+                context[neighbour] = inherited
+    return context
 
 
 def max_possible_score(has_bm25: bool, has_entity: bool) -> float:
@@ -186,3 +224,39 @@ def fuse(
     ranked.sort(key=lambda item: item[1].final_score, reverse=True)
     return Fusion(ranked=ranked[:top_k], below_threshold=below, has_bm25=bool(bm25), has_entity=has_entity)
 
+
+
+def could_reach_top_k(
+    pool: Mapping[Key, float],
+    outside: Sequence[Key],
+    ceiling: float,
+    bm25_raw: Mapping[Key, float],
+    params: SigmoidParams,
+    boosts: Mapping[Key, float],
+    threshold: float,
+    top_k: int,
+    *,
+    entity_active: bool | None = None,
+) -> list[Key]:
+    """Of the memories ``outside`` the semantic pool, those that could still make the top ``top_k``.
+
+    ``pool`` maps the pool's memories to their similarity; every memory outside it is at
+    most ``ceiling`` similar to the query (the pool's farthest). A memory whose best
+    possible fused score, with ``ceiling`` as its similarity, is below the ``top_k``-th
+    score of the pool alone cannot be returned, so its exact similarity need not be read.
+    The result is the same ranking at a fraction of the vector lookups. Ties are kept.
+    """
+    if ceiling < threshold:
+        return []
+    ranked = fuse(pool, bm25_raw, params, boosts, threshold, top_k, entity_active=entity_active)
+    if len(ranked.ranked) < top_k:
+        return list(outside)
+    bar = ranked.ranked[-1][1].final_score
+    denominator = max_possible_score(ranked.has_bm25, ranked.has_entity)
+    kept = []
+    for key in outside:
+        raw = bm25_raw.get(key, 0.0)
+        bm25 = normalize_bm25(raw, params) if raw > 0 else 0.0
+        if min((ceiling + bm25 + boosts.get(key, 0.0)) / denominator, 1.0) >= bar:
+            kept.append(key)
+    return kept

@@ -129,7 +129,7 @@ def test_stage_clock_times_a_real_search_and_restores_the_engine(engine: Engine)
 def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
     (sample,) = [s for s in locomo.load() if s.sample_id == "conv-26"]
     tiny = locomo.head(sample, max_turns=40, max_questions=5)
-    variants = [v for v in quality.VARIANTS if v.name in ("semantic only", quality.REFERENCE, "union pool")]
+    variants = [v for v in quality.VARIANTS if v.name in ("semantic only", quality.REFERENCE, quality.DEFAULT)]
     run = quality.run([tiny], config, embedder, nlp, variants)
 
     assert run.memories == 40 and len(run.questions) == len(tiny.questions) > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -154,8 +155,9 @@ def test_an_entity_in_the_query_lifts_the_memory_linked_to_it(engine: Engine) ->
 def test_a_common_entity_boosts_less_than_a_rare_one(engine: Engine) -> None:
     common = [MemoryInput(f"Meeting {i} with Google about the contract renewal") for i in range(40)]
     engine.add_many([*common, MemoryInput("Lunch with Netflix about the contract renewal")], user_id="ana")
-    google = engine.explain("What did Google say about the contract?", user_id="ana", top_k=1).hits[0]
-    netflix = engine.explain("What did Netflix say about the contract?", user_id="ana", top_k=1).hits[0]
+    with Engine(engine.config.replace("search", ranking="mem0"), embedder=engine.embedder, nlp=engine.nlp) as mem0:
+        google = mem0.explain("What did Google say about the contract?", user_id="ana", top_k=1).hits[0]
+        netflix = mem0.explain("What did Netflix say about the contract?", user_id="ana", top_k=1).hits[0]
     assert google.entity_match.linked_memories == 40 and netflix.entity_match.linked_memories == 1
     assert google.details.entity_boost == pytest.approx(0.5 / (1 + 0.001 * 39**2), rel=0.02)
     assert netflix.details.entity_boost == pytest.approx(0.5, rel=0.02)
@@ -244,10 +246,48 @@ def test_a_boost_outside_the_candidates_still_counts_in_the_denominator(engine: 
         [MemoryInput("Ana buys groceries every Saturday morning"), MemoryInput("Priya repaired the old bicycle")],
         user_id="ana",
     )
-    tight = engine.config.replace("search", overfetch_factor=1, overfetch_minimum=1, use_bm25=False)
+    tight = engine.config.replace("search", overfetch_factor=1, overfetch_minimum=1, use_bm25=False, ranking="mem0")
     with Engine(tight, embedder=engine.embedder, nlp=engine.nlp) as narrow:
         explained = narrow.explain("Which groceries did Priya want on Saturday morning?", user_id="ana", top_k=1)
     assert [h.memory.text for h in explained.hits] == ["Ana buys groceries every Saturday morning"]
     assert explained.hits[0].details.entity_boost == 0
     assert explained.analysis.signals_active == ["semantic", "entity"]
     assert explained.hits[0].details.max_possible_score == 1.5
+
+
+CONVERSATION = [
+    "Ana: How did the children take the news about the accident?",
+    "Ben: They were scared at first, but we reassured them and they are fine now.",
+    "Ana: Glad to hear it. I spent the weekend repainting the kitchen.",
+    "Ben: Nice! We finally bought a new sofa for the living room.",
+]
+
+
+def test_the_default_ranking_finds_the_answer_beside_the_question(engine: Engine) -> None:
+    """The answer shares no keyword with the question; under the default it earns half the
+    keyword score of the turn it replies to, stored just before it. ``ranking = "mem0"``
+    restores Mem0, where it gets none, whatever the other switches say."""
+    engine.add_many([MemoryInput(text) for text in CONVERSATION + OTHER_MEMORIES], user_id="ana")
+    query = "How did the children handle the accident?"
+    trimem = engine.explain(query, user_id="ana", top_k=5)
+    assert engine.config.search.ranking == "trimem" and trimem.analysis.candidate_pool == "union"
+    by_text = {hit.memory.text: hit.details for hit in trimem.hits}
+    question, answer = by_text[CONVERSATION[0]], by_text[CONVERSATION[1]]
+    assert answer.bm25_raw == pytest.approx(0.5 * question.bm25_raw) and answer.bm25_score > 0
+    assert [hit.memory.text for hit in trimem.hits[:2]] == CONVERSATION[:2]
+
+    mem0_config = engine.config.replace("search", ranking="mem0", candidate_pool="union", keyword_context=1.0)
+    with Engine(mem0_config, embedder=engine.embedder, nlp=engine.nlp) as mem0:
+        reference = mem0.explain(query, user_id="ana", top_k=5)
+    assert reference.analysis.candidate_pool == "semantic"
+    assert all(hit.details.bm25_raw == 0 for hit in reference.hits if hit.memory.text == CONVERSATION[1])
+
+
+def test_entity_rarity_discounts_an_entity_linked_to_most_of_the_scope(engine: Engine) -> None:
+    common = [MemoryInput(f"Meeting {i} with Google about the contract renewal") for i in range(40)]
+    engine.add_many([*common, MemoryInput("Lunch with Netflix about the contract renewal")], user_id="ana")
+    google = engine.explain("What did Google say about the contract?", user_id="ana", top_k=1).hits[0]
+    netflix = engine.explain("What did Netflix say about the contract?", user_id="ana", top_k=1).hits[0]
+    rarity = math.log(41 / 40) / math.log(41)
+    assert google.details.entity_boost == pytest.approx(0.5 / (1 + 0.001 * 39**2) * rarity, rel=0.02)
+    assert netflix.details.entity_boost == pytest.approx(0.5, rel=0.02)

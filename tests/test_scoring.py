@@ -156,3 +156,80 @@ def test_entity_share_can_be_declared_when_boosts_cover_only_candidates() -> Non
     """The retrieval computes boosts only for candidates; a boost elsewhere still counts."""
     result = fuse({"a": 0.6}, {}, bm25_params(3), {}, 0.1, 10, entity_active=True)
     assert result.ranked[0][1].max_possible_score == 1.5 and result.has_entity
+
+
+# --- trimem's departures (off under ranking = "mem0") ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("linked", "scope", "expected"),
+    [
+        (1, 1000, 1.0),  # linked to one memory: fully rare
+        (1000, 1000, 0.0),  # linked to every memory: says nothing
+        (10, 1000, 2 / 3),  # log(100) / log(1000)
+        (100, 1000, 1 / 3),
+        (0, 1000, 1.0),  # counted as one link, like Mem0's damping
+        (5, 1, 1.0),  # a one-memory scope has nothing to tell apart
+        (2000, 1000, 0.0),  # more links than memories (a stale count) is clamped
+    ],
+)
+def test_entity_rarity_is_idf_scaled_to_unit_range(linked: int, scope: int, expected: float) -> None:
+    assert scoring.entity_rarity(linked, scope) == pytest.approx(expected)
+
+
+def test_rarity_multiplies_mem0s_boost_and_defaults_to_it() -> None:
+    assert entity_boost(0.8, 10) == entity_boost(0.8, 10, 1.0)
+    assert entity_boost(0.8, 10, 0.5) == pytest.approx(entity_boost(0.8, 10) / 2)
+
+
+@given(linked=st.integers(0, 10_000), scope=st.integers(0, 10_000))
+def test_entity_rarity_is_in_unit_range_and_falls_with_links(linked: int, scope: int) -> None:
+    rarity = scoring.entity_rarity(linked, scope)
+    assert 0.0 <= rarity <= 1.0
+    assert scoring.entity_rarity(linked + 1, scope) <= rarity
+
+
+def test_keyword_context_gives_neighbours_half_a_hit() -> None:
+    hits = {"question": 8.0, "other": 2.0}
+    neighbours = {"question": ["answer", "other"], "other": ["question"]}
+    context = scoring.keyword_context(hits, neighbours, 0.5)
+    assert context == {"question": 8.0, "other": 4.0, "answer": 4.0}  # "other" keeps the larger
+    assert scoring.keyword_context(hits, neighbours, 0.0) == hits
+
+
+@given(
+    hits=st.dictionaries(st.integers(0, 20), st.floats(0.0, 1e6), max_size=10),
+    weight=st.floats(0.0, 1.0),
+)
+def test_keyword_context_never_lowers_a_score_nor_exceeds_the_best(hits: dict[int, float], weight: float) -> None:
+    neighbours = {key: [key - 1, key + 1] for key in hits}
+    context = scoring.keyword_context(hits, neighbours, weight)
+    assert all(context[key] >= raw for key, raw in hits.items())
+    assert all(value <= max(hits.values()) for value in context.values())
+    assert set(context) <= set(hits) | {key + step for key in hits for step in (-1, 1)}
+
+
+@given(
+    similarities=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=30),
+    bm25=st.dictionaries(st.integers(0, 29), st.floats(0.0, 30.0), max_size=30),
+    boosts=st.dictionaries(st.integers(0, 29), st.floats(0.0, 0.5), max_size=30),
+    pool_size=st.integers(1, 29),
+    top_k=st.integers(1, 10),
+    threshold=st.floats(0.0, 0.5),
+)
+def test_skipping_what_cannot_reach_top_k_keeps_the_ranking(
+    similarities: list[float], bm25: dict, boosts: dict, pool_size: int, top_k: int, threshold: float
+) -> None:
+    """Reading only the outside memories ``could_reach_top_k`` keeps ranks exactly as
+    reading all of them: the pool is the nearest memories, so the rest are at most its farthest."""
+    order = sorted(range(len(similarities)), key=lambda key: -similarities[key])
+    pool = {key: similarities[key] for key in order[:pool_size]}
+    outside = order[pool_size:]
+    ceiling = min(pool.values())
+    params = bm25_params(3)
+    kept = scoring.could_reach_top_k(pool, outside, ceiling, bm25, params, boosts, threshold, top_k, entity_active=True)
+    everything = {key: similarities[key] for key in order}
+    pruned = {key: similarities[key] for key in order if key in pool or key in kept}
+    full = fuse(everything, bm25, params, boosts, threshold, top_k, entity_active=True)
+    fast = fuse(pruned, bm25, params, boosts, threshold, top_k, entity_active=True)
+    assert [item[1].final_score for item in fast.ranked] == [item[1].final_score for item in full.ranked]
