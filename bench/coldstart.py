@@ -22,6 +22,8 @@ import anyio
 from bench import report
 
 QUERY = "What did Caroline research?"
+FLOOR = "minimal MCPServer, one tool (floor)"
+TRIMEM = "trimem serve"
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,15 @@ class ColdStart:
     runs: dict[str, list[Start]]
     repeats: int
 
+    def medians(self, server: str) -> Start:
+        """One server's median start (each field its own median)."""
+        starts = self.runs[server]
+        peaks = [s.peak_rss_mb for s in starts if s.peak_rss_mb is not None]
+        return Start(
+            statistics.median(s.initialize for s in starts), statistics.median(s.first_call for s in starts),
+            max(peaks) if peaks else None, all(s.ok for s in starts),
+        )
+
 
 def trimem_command() -> tuple[str, list[str]]:
     """The ``trimem`` console script beside this Python, else ``python -m mcp_server``."""
@@ -107,7 +118,7 @@ def measure(repeats: int = 3, db_path: Path | None = None, user_id: str = "defau
 
     ``db_path`` is the database ``trimem serve`` opens (a fresh empty one if None).
     """
-    runs: dict[str, list[Start]] = {"minimal MCPServer, one tool (floor)": [], "trimem serve": []}
+    runs: dict[str, list[Start]] = {FLOOR: [], TRIMEM: []}
     with tempfile.TemporaryDirectory() as home:
         env = {"TRIMEM_HOME": home, "TRIMEM_DB_PATH": str(db_path or Path(home) / "memories.db")}
         command, args = trimem_command()
@@ -115,10 +126,10 @@ def measure(repeats: int = 3, db_path: Path | None = None, user_id: str = "defau
         spawn(sys.executable, minimal, {}, "echo", {"text": "hi"})  # warm the file cache for both
         spawn(command, args, env, "search_memory", {"query": QUERY, "user_id": user_id})
         for _ in range(repeats):
-            runs["minimal MCPServer, one tool (floor)"].append(
+            runs[FLOOR].append(
                 spawn(sys.executable, minimal, {}, "echo", {"text": "hi"})
             )
-            runs["trimem serve"].append(
+            runs[TRIMEM].append(
                 spawn(command, args, env, "search_memory", {"query": QUERY, "user_id": user_id})
             )
     return ColdStart(runs, repeats)
@@ -126,15 +137,15 @@ def measure(repeats: int = 3, db_path: Path | None = None, user_id: str = "defau
 
 def table(cold: ColdStart) -> str:
     rows = []
-    for name, starts in cold.runs.items():
-        peaks = [s.peak_rss_mb for s in starts if s.peak_rss_mb is not None]
+    for name in cold.runs:
+        start = cold.medians(name)
         rows.append(
             [
                 name,
-                f"{1000 * statistics.median(s.initialize for s in starts):.0f}",
-                f"{1000 * statistics.median(s.first_call for s in starts):.0f}",
-                f"{max(peaks):.0f}" if peaks else "n/a",
-                "yes" if all(s.ok for s in starts) else "NO",
+                f"{1000 * start.initialize:.0f}",
+                f"{1000 * start.first_call:.0f}",
+                f"{start.peak_rss_mb:.0f}" if start.peak_rss_mb is not None else "n/a",
+                "yes" if start.ok else "NO",
             ]
         )
     headers = ["server", "spawn → initialize, ms", "spawn → first tool answer, ms", "peak RSS, MB", "tool ok"]

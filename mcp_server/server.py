@@ -30,7 +30,7 @@ from store.errors import TrimemError
 if TYPE_CHECKING:
     from store.engine import Engine
 
-from . import default_scope
+from . import default_scope, named_scope
 from .models import (
     AddedOut,
     AddOutput,
@@ -52,7 +52,8 @@ Call search_memory before answering anything that may depend on what you were to
 earlier conversations (preferences, people, projects, plans, facts about the user).
 Call add_memory when the user tells you something worth remembering later: one short,
 self-contained fact per memory, written so it makes sense without the conversation.
-With no user_id, agent_id or run_id, every tool works on the default user's memories."""
+Without user_id, every tool works on the default user's memories; agent_id and run_id
+narrow within that user."""
 
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 
@@ -83,6 +84,10 @@ class State:
         except TrimemError as exc:
             log.error("%s", exc)
             self._error = exc
+            return
+        except Exception as exc:  # what no check foresaw: the log keeps the traceback, the caller a reason
+            log.exception("opening %s failed", self._config.database)
+            self._error = TrimemError(f"the database {self._config.database} could not be opened ({exc})")
             return
         finally:
             self._opened.set()
@@ -160,11 +165,11 @@ def engine_of(ctx: Context) -> "Engine":
 # Argument types shared by the tools; descriptions are what the model reads.
 UserId = Annotated[
     str | None,
-    Field(description="Whose memories: a user id such as 'ana'. Omit user_id, agent_id and run_id to use the "
-          "default user."),
+    Field(description="Whose memories: a user id such as 'ana'. Omitted, it is the default user."),
 ]
-AgentId = Annotated[str | None, Field(description="An agent's own memories, e.g. 'travel_planner'.")]
-RunId = Annotated[str | None, Field(description="Memories of one session or task run.")]
+AgentId = Annotated[str | None, Field(description="Narrows to one agent's memories of that user, e.g. "
+                                      "'travel_planner'.")]
+RunId = Annotated[str | None, Field(description="Narrows to one session or task run of that user.")]
 MemoryId = Annotated[str, Field(min_length=1, description="A memory id, as returned by add_memory, search_memory "
                                 "or list_memories.")]
 Metadata = Annotated[
@@ -180,7 +185,8 @@ Filters = Annotated[
 ShowExpired = Annotated[bool, Field(description="Also return memories whose expiration_date has passed.")]
 ExpirationDate = Annotated[
     str | None,
-    Field(pattern=r"^\s*\d{4}-\d{2}-\d{2}\s*$", description="YYYY-MM-DD: forget it after this day, e.g. for plans."),
+    Field(pattern=r"^\s*\d{4}-\d{2}-\d{2}\s*$", description="YYYY-MM-DD, today or later: hidden once this day has ended (UTC), e.g. for "
+          "plans."),
 ]
 
 
@@ -257,7 +263,11 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
             content, **default_scope(config, user_id, agent_id, run_id),
             metadata=metadata, expiration_date=expiration_date,
         )
-        return AddOutput(results=[AddedOut(event=a.event, memory=MemoryOut.of(a.memory, max_chars)) for a in added])
+        return AddOutput(results=[
+            AddedOut(event=a.event, memory=MemoryOut.of(a.memory, max_chars),
+                     ignored_metadata_keys=a.ignored_metadata_keys)
+            for a in added
+        ])
 
     @tool(read_only=True)
     def search_memory(
@@ -380,10 +390,11 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
     ) -> DeletedCount:
         """Forget every memory of one user, agent or run. Only when the user explicitly asks.
 
-        The scope must be named: this tool never falls back to the default user.
+        The scope must be named (at least one id); agent_id or run_id alone mean the default
+        user's agent or run, as in every other tool.
         """
-        # Deliberately not default_scope: the engine refuses a call that names no scope.
-        return DeletedCount(deleted_count=engine_of(ctx).delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id))
+        scope = named_scope(config, user_id, agent_id, run_id)
+        return DeletedCount(deleted_count=engine_of(ctx).delete_all(**scope))
 
     @tool(read_only=True)
     def memory_history(

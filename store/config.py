@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, shown
+from .validation import check_id
 
 ENV_PREFIX = "TRIMEM_"
 HOME_VARIABLE = "TRIMEM_HOME"
@@ -162,7 +163,7 @@ def _parse_env(variable: str, text: str, default: Any) -> Any:
             return text.lower() in ("1", "true", "yes", "on")
         return type(default)(text)
     except ValueError:
-        raise InvalidArgument(f"{variable}={text!r} is not a valid {type(default).__name__}") from None
+        raise InvalidArgument(f"{variable}={shown(text)} is not a valid {type(default).__name__}") from None
 
 
 def _build(raw: dict[str, dict[str, Any]]) -> Config:
@@ -178,32 +179,64 @@ def _build(raw: dict[str, dict[str, Any]]) -> Config:
     return config
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _refuse(section: str, key: str, value: Any, allowed: str) -> InvalidArgument:
+    """A message naming the key, its value and what it may be, and where settings come from."""
+    return InvalidArgument(
+        f"configuration [{section}] {key} = {shown(value)} is not allowed: {allowed} "
+        f"(set it in a --config file or {ENV_PREFIX}{key.upper()})"
+    )
+
+
+def _check_types(config: Config) -> None:
+    """Each value has its key's type (a TOML file may hold a string where a number belongs)."""
+    for section, cls in SECTIONS.items():
+        values = getattr(config, section)
+        for field in dataclasses.fields(cls):
+            value, kind = getattr(values, field.name), type(getattr(values, field.name))
+            expected = {"int": int, "float": (int, float), "bool": bool, "str": str}.get(str(field.type))
+            if expected is None:  # a Literal: checked by value below
+                continue
+            if isinstance(value, bool) and expected is not bool or not isinstance(value, expected):
+                raise _refuse(section, field.name, value, f"it must be of type {field.type}, not {kind.__name__}")
+
+
 def _check(config: Config) -> None:
-    """Refuse values that would make every search fail later with a worse message."""
-    search, limits = config.search, config.limits
+    """Refuse, at start-up, values that would make calls fail later (or silently misbehave)."""
+    _check_types(config)
+    search, limits, server = config.search, config.limits, config.server
     if config.store.embedding_backend not in EMBEDDING_BACKENDS:
-        raise InvalidArgument(
-            f"embedding_backend must be one of {', '.join(EMBEDDING_BACKENDS)}, got {config.store.embedding_backend!r}"
-        )
-    if config.store.inference_threads < 1:
-        raise InvalidArgument(f"inference_threads must be at least 1, got {config.store.inference_threads}")
+        raise _refuse("store", "embedding_backend", config.store.embedding_backend,
+                      f"use one of {', '.join(EMBEDDING_BACKENDS)}")
     if not 0.0 <= search.threshold <= 1.0:
-        raise InvalidArgument(f"threshold must be between 0 and 1, got {search.threshold}")
+        raise _refuse("search", "threshold", search.threshold, "it must be between 0 and 1; 0.1 is the default")
     if search.candidate_pool not in ("semantic", "union"):
-        raise InvalidArgument(f"candidate_pool must be 'semantic' or 'union', got {search.candidate_pool!r}")
+        raise _refuse("search", "candidate_pool", search.candidate_pool, "use 'semantic' or 'union'")
     if search.ranking not in RANKINGS:
-        raise InvalidArgument(f"ranking must be one of {', '.join(RANKINGS)}, got {search.ranking!r}")
+        raise _refuse("search", "ranking", search.ranking, f"use one of {', '.join(RANKINGS)}")
     if search.entity_weighting not in ENTITY_WEIGHTINGS:
-        raise InvalidArgument(
-            f"entity_weighting must be one of {', '.join(ENTITY_WEIGHTINGS)}, got {search.entity_weighting!r}"
+        raise _refuse(
+            "search", "entity_weighting", search.entity_weighting, f"use one of {', '.join(ENTITY_WEIGHTINGS)}"
         )
     if not 0.0 <= search.keyword_context <= 1.0:
-        raise InvalidArgument(f"keyword_context must be between 0 and 1, got {search.keyword_context}")
+        raise _refuse("search", "keyword_context", search.keyword_context, "it must be between 0 and 1; 0 turns it off")
+    for section, name in (
+        ("limits", "max_text_chars"), ("limits", "max_top_k"), ("limits", "max_metadata_bytes"),
+        ("search", "overfetch_factor"), ("search", "overfetch_minimum"),
+        ("server", "max_result_chars"), ("store", "inference_threads"),
+    ):
+        value = getattr(getattr(config, section), name)
+        if value < 1:
+            raise _refuse(section, name, value, "it must be a whole number of at least 1")
     if not 1 <= search.top_k <= limits.max_top_k:
-        raise InvalidArgument(f"top_k must be between 1 and max_top_k ({limits.max_top_k}), got {search.top_k}")
-    for name in ("overfetch_factor", "overfetch_minimum"):
-        if getattr(search, name) < 1:
-            raise InvalidArgument(f"{name} must be at least 1")
-    for name in ("max_text_chars", "max_top_k", "max_metadata_bytes"):
-        if getattr(limits, name) < 1:
-            raise InvalidArgument(f"{name} must be at least 1")
+        raise _refuse("search", "top_k", search.top_k, f"it must be between 1 and max_top_k ({limits.max_top_k})")
+    if server.log_level.upper() not in LOG_LEVELS:
+        raise _refuse("server", "log_level", server.log_level, f"use one of {', '.join(LOG_LEVELS)}")
+    try:  # the same rule as a user_id sent by a caller
+        check_id(server.user_id, "user_id")
+    except InvalidArgument:
+        raise _refuse(
+            "server", "user_id", server.user_id, "it must be a non-empty id without spaces, e.g. 'ana_lopez'"
+        ) from None

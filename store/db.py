@@ -1,32 +1,23 @@
-"""Every SQL statement trimem runs: connection settings, schema migrations and queries.
+"""Every row and query statement trimem runs: memories, entities, history, signals, probes.
 
-The binding is apsw: it bundles a current SQLite with FTS5 and can load sqlite-vec on
-Pythons whose stdlib ``sqlite3`` cannot (macOS system Python, many pyenv builds).
-Nothing outside this module writes SQL. Values are always bound parameters; the only
+Opening files, connection settings, transactions and the schema live in
+``store.connection``; nothing outside these two modules writes SQL. Values are always bound parameters; the only
 text spliced into SQL is identifiers chosen here and filter SQL from ``store.filters``,
 which binds its values too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import random
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
-import sqlite_vec
 
-from .errors import SchemaMismatch, TrimemError
 from .validation import SCOPE_KEYS
 
-BUSY_TIMEOUT_MS = 10_000
-WRITE_RETRIES = 8
 KNN_LIMIT = 4096
 """sqlite-vec refuses k above 4096."""
 
@@ -34,216 +25,6 @@ MEMORY_COLUMNS = (
     "rowid, id, text, hash, user_id, agent_id, run_id, actor_id, role, metadata, "
     "created_at, updated_at, expiration_date"
 )
-
-
-# --- connection -----------------------------------------------------------------
-
-
-def connection_wal(conn: apsw.Connection) -> None:
-    """WAL lets readers carry on while one process writes: several MCP clients share a file."""
-    conn.execute("PRAGMA journal_mode=WAL")
-
-
-def connection_busy_timeout(conn: apsw.Connection) -> None:
-    """Wait for another process's write lock instead of failing with 'database is locked'."""
-    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-
-
-def connection_foreign_keys(conn: apsw.Connection) -> None:
-    """Link rows vanish with their memory or entity (ON DELETE CASCADE)."""
-    conn.execute("PRAGMA foreign_keys=ON")
-
-
-def connection_synchronous(conn: apsw.Connection) -> None:
-    """NORMAL is durable across application crashes in WAL mode and much faster than FULL."""
-    conn.execute("PRAGMA synchronous=NORMAL")
-
-
-def connection_sqlite_vec(conn: apsw.Connection) -> None:
-    """Load sqlite-vec for vec0 tables, then close the door on further extension loading."""
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
-
-
-CONNECTION_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
-    connection_busy_timeout,
-    connection_sqlite_vec,
-    connection_wal,
-    connection_foreign_keys,
-    connection_synchronous,
-)
-
-
-def connect(path: Path) -> apsw.Connection:
-    """Open (creating the folder if needed) a database file with every setting applied."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = apsw.Connection(str(path))
-    for setting in CONNECTION_SETTINGS:
-        setting(conn)
-    return conn
-
-
-def versions(conn: apsw.Connection) -> dict[str, str]:
-    """SQLite, sqlite-vec and apsw versions, for ``trimem doctor``."""
-    (vec_version,) = conn.execute("SELECT vec_version()").fetchone()
-    return {"sqlite": apsw.sqlite_lib_version(), "sqlite_vec": vec_version, "apsw": apsw.apsw_version()}
-
-
-@contextlib.contextmanager
-def write_transaction(conn: apsw.Connection) -> Iterator[None]:
-    """One all-or-nothing write, taking the write lock up front.
-
-    ``BEGIN IMMEDIATE`` avoids the deadlock where two deferred readers both try to
-    upgrade; if the lock is still busy after ``busy_timeout`` we back off and retry.
-    Any exception inside rolls everything back.
-    """
-    for attempt in range(WRITE_RETRIES):
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            break
-        except apsw.BusyError:
-            if attempt == WRITE_RETRIES - 1:
-                raise TrimemError("the database stayed locked by another process; try again") from None
-            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-# --- schema -----------------------------------------------------------------------
-
-
-def m001_initial(conn: apsw.Connection, dimension: int) -> None:
-    """Memories, their vectors and FTS rows, entities and links, history."""
-    conn.execute(
-        f"""
-        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE memories (
-            rowid INTEGER PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,
-            text TEXT NOT NULL,
-            text_lemmatized TEXT NOT NULL,
-            hash TEXT NOT NULL,
-            user_id TEXT NOT NULL DEFAULT '',
-            agent_id TEXT NOT NULL DEFAULT '',
-            run_id TEXT NOT NULL DEFAULT '',
-            actor_id TEXT,
-            role TEXT,
-            metadata TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(metadata)),
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            expiration_date TEXT
-        );
-        -- one memory per normalised text per scope, even with several writers
-        CREATE UNIQUE INDEX memories_scope_hash ON memories(user_id, agent_id, run_id, hash);
-        CREATE INDEX memories_agent ON memories(agent_id, run_id);
-        CREATE INDEX memories_run ON memories(run_id);
-        CREATE VIRTUAL TABLE memory_vectors USING vec0(
-            memory_rowid INTEGER PRIMARY KEY,
-            embedding float[{dimension}] distance_metric=cosine,
-            user_id TEXT, agent_id TEXT, run_id TEXT
-        );
-        CREATE VIRTUAL TABLE memory_fts USING fts5(
-            text_lemmatized, content='memories', content_rowid='rowid'
-        );
-        -- the FTS index follows its content table inside the same transaction
-        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-            INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (new.rowid, new.text_lemmatized);
-        END;
-        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
-            INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized)
-            VALUES ('delete', old.rowid, old.text_lemmatized);
-        END;
-        CREATE TRIGGER memories_fts_update AFTER UPDATE OF text_lemmatized ON memories BEGIN
-            INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized)
-            VALUES ('delete', old.rowid, old.text_lemmatized);
-            INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (new.rowid, new.text_lemmatized);
-        END;
-        CREATE TABLE entities (
-            id INTEGER PRIMARY KEY,
-            user_id TEXT NOT NULL DEFAULT '',
-            agent_id TEXT NOT NULL DEFAULT '',
-            run_id TEXT NOT NULL DEFAULT '',
-            text TEXT NOT NULL,
-            normalized TEXT NOT NULL,
-            entity_type TEXT NOT NULL,
-            UNIQUE (user_id, agent_id, run_id, normalized)
-        );
-        CREATE VIRTUAL TABLE entity_vectors USING vec0(
-            entity_id INTEGER PRIMARY KEY,
-            embedding float[{dimension}] distance_metric=cosine,
-            user_id TEXT, agent_id TEXT, run_id TEXT
-        );
-        CREATE TABLE memory_entities (
-            memory_rowid INTEGER NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
-            entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
-            PRIMARY KEY (memory_rowid, entity_id)
-        ) WITHOUT ROWID;
-        CREATE INDEX memory_entities_entity ON memory_entities(entity_id);
-        CREATE TABLE history (
-            id INTEGER PRIMARY KEY,
-            memory_id TEXT NOT NULL,
-            event TEXT NOT NULL CHECK (event IN ('ADD', 'UPDATE', 'DELETE')),
-            old_text TEXT,
-            new_text TEXT,
-            old_metadata TEXT,
-            new_metadata TEXT,
-            user_id TEXT NOT NULL DEFAULT '',
-            agent_id TEXT NOT NULL DEFAULT '',
-            run_id TEXT NOT NULL DEFAULT '',
-            created_at TEXT NOT NULL
-        );
-        CREATE INDEX history_memory ON history(memory_id);
-        """
-    )
-
-
-MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (m001_initial,)
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int) -> None:
-    """Create or upgrade the schema, and refuse a database built for another embedding size.
-
-    Vectors of another dimension cannot be compared, so mixing them would silently
-    break search; we stop with a message instead. A different model of the same size
-    is allowed (the user chose it) but recorded.
-    """
-    with write_transaction(conn):
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
-        version = row[0] or 0
-        if version > SCHEMA_VERSION:
-            raise SchemaMismatch(
-                f"this database has schema version {version}, newer than this trimem "
-                f"understands ({SCHEMA_VERSION}); upgrade trimem"
-            )
-        for number in range(version, SCHEMA_VERSION):
-            MIGRATIONS[number](conn, dimension)
-        if version < SCHEMA_VERSION:
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
-        stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        if not stored:
-            conn.execute(
-                "INSERT INTO meta(key, value) VALUES ('embedding_model', ?), ('embedding_dimension', ?)",
-                (model_name, str(dimension)),
-            )
-        elif int(stored["embedding_dimension"]) != dimension:
-            raise SchemaMismatch(
-                f"this database holds {stored['embedding_dimension']}-dimensional vectors from "
-                f"'{stored['embedding_model']}', but the configured model '{model_name}' makes "
-                f"{dimension}-dimensional ones; configure that model again or use another database file"
-            )
-
-
-def meta(conn: apsw.Connection) -> dict[str, str]:
-    """The stored model name and dimension."""
-    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
 
 # --- rows ---------------------------------------------------------------------------
@@ -374,10 +155,13 @@ def update_memory_metadata(conn: apsw.Connection, rowid: int, metadata: dict[str
 
 
 def delete_memory_row(conn: apsw.Connection, rowid: int) -> None:
-    """Delete a memory, its vector, its FTS row (trigger) and links (cascade), then orphaned entities."""
+    """Delete a memory, its vector, its FTS row (trigger) and links (cascade).
+
+    Entities it leaves unlinked stay until the caller runs ``delete_orphan_entities``,
+    once per transaction: a scan per deleted row made ``delete_all`` O(rows × entities).
+    """
     delete_memory_vector(conn, rowid)
     conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
-    delete_orphan_entities(conn)
 
 
 def add_history(
@@ -468,16 +252,27 @@ def link_entity(conn: apsw.Connection, memory_rowid: int, entity_id: int) -> Non
 
 
 def unlink_entities(conn: apsw.Connection, memory_rowid: int) -> None:
-    """Drop a memory's entity links and any entity left with none."""
+    """Drop a memory's entity links (the caller then runs ``delete_orphan_entities`` once)."""
     conn.execute("DELETE FROM memory_entities WHERE memory_rowid = ?", (memory_rowid,))
-    delete_orphan_entities(conn)
 
 
 def delete_orphan_entities(conn: apsw.Connection) -> None:
-    """Entities with no linked memory would keep boosting nothing: remove them and their vectors."""
-    orphan = "SELECT id FROM entities WHERE NOT EXISTS (SELECT 1 FROM memory_entities l WHERE l.entity_id = entities.id)"
-    conn.execute(f"DELETE FROM entity_vectors WHERE entity_id IN ({orphan})")
-    conn.execute(f"DELETE FROM entities WHERE id IN ({orphan})")
+    """Entities with no linked memory would keep boosting nothing: remove them and their vectors.
+
+    One pass over the entities (each probe is an index lookup on ``memory_entities``);
+    run it once per write transaction, after every row is deleted or unlinked.
+    """
+    orphans = [
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM entities WHERE NOT EXISTS (SELECT 1 FROM memory_entities l WHERE l.entity_id = entities.id)"
+        )
+    ]
+    for lo in range(0, len(orphans), 500):
+        chunk = orphans[lo : lo + 500]
+        marks = ",".join("?" * len(chunk))
+        conn.execute(f"DELETE FROM entity_vectors WHERE entity_id IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM entities WHERE id IN ({marks})", chunk)
 
 
 # --- memory reads -----------------------------------------------------------------------
@@ -556,6 +351,21 @@ def counts(conn: apsw.Connection) -> dict[str, int]:
 # --- retrieval signals ------------------------------------------------------------------
 
 
+def live_sql(filter_sql: str, filter_params: list[Any], on: str | None) -> tuple[str, list[Any]]:
+    """The metadata filter SQL (over alias ``m``) and, when ``on`` is a day, "not expired before it"."""
+    if on is None:
+        return filter_sql, filter_params
+    return f"({filter_sql}) AND (m.expiration_date IS NULL OR m.expiration_date >= ?)", [*filter_params, on]
+
+
+def count_expired(conn: apsw.Connection, scope: dict[str, str], on: str) -> int:
+    """Memories of the scope that expired before ``on`` (the partial expiry index finds them)."""
+    where, params = scope_sql(scope)
+    return conn.execute(
+        f"SELECT count(*) FROM memories WHERE expiration_date < ? AND {where}", (on, *params)
+    ).fetchone()[0]
+
+
 def knn_memories(
     conn: apsw.Connection,
     embedding: np.ndarray,
@@ -563,21 +373,31 @@ def knn_memories(
     limit: int,
     filter_sql: str,
     filter_params: list[Any],
+    on: str | None,
 ) -> list[tuple[int, float]]:
-    """Nearest memories in scope as (rowid, cosine distance), nearest first.
+    """Nearest live memories in scope as (rowid, cosine distance), nearest first; with ``on``
+    (a UTC day) memories expired before it are skipped, and never take a slot.
 
-    Without metadata filters vec0 filters the scope during its own scan. With filters,
-    a post-filtered KNN could return fewer than ``limit`` rows, so we scan exactly the
-    filtered rows instead: same result set semantics, a different plan.
+    Without metadata filters vec0 filters the scope during its own scan, asking for
+    ``limit`` more neighbours than the scope has expired memories, which are then dropped:
+    exactly the ``limit`` nearest live ones. With filters (or too many expired memories
+    for vec0's k), a post-filtered KNN could return fewer than ``limit`` rows, so we scan
+    exactly the filtered rows instead: same result set semantics, a different plan.
     """
     blob = vector_blob(embedding)
     limit = min(limit, KNN_LIMIT)
-    if filter_sql == "1":
+    expired = count_expired(conn, scope, on) if on is not None else 0
+    if filter_sql == "1" and limit + expired <= KNN_LIMIT:
         where, params = scope_sql(scope)
+        knn = f"SELECT memory_rowid, distance FROM memory_vectors WHERE embedding MATCH ? AND k = ? AND {where}"
+        if not expired:
+            return conn.execute(knn, (blob, limit, *params)).fetchall()
         return conn.execute(
-            f"SELECT memory_rowid, distance FROM memory_vectors WHERE embedding MATCH ? AND k = ? AND {where}",
-            (blob, limit, *params),
+            f"SELECT knn.memory_rowid, knn.distance FROM ({knn}) knn JOIN memories m ON m.rowid = knn.memory_rowid "
+            "WHERE m.expiration_date IS NULL OR m.expiration_date >= ? ORDER BY knn.distance LIMIT ?",
+            (blob, limit + expired, *params, on, limit),
         ).fetchall()
+    filter_sql, filter_params = live_sql(filter_sql, filter_params, on)
     where, params = scope_sql(scope, "m")
     return conn.execute(
         "SELECT m.rowid, vec_distance_cosine(v.embedding, ?) AS distance FROM memories m "
@@ -726,19 +546,6 @@ def adjacent_memories(
     return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
 
 
-def expired_among(conn: apsw.Connection, rowids: Sequence[int], today: str) -> set[int]:
-    """Which of these memories expired before ``today`` (expiry is the day after the date)."""
-    if not rowids:
-        return set()
-    marks = ",".join("?" * len(rowids))
-    return {
-        row[0]
-        for row in conn.execute(
-            f"SELECT rowid FROM memories WHERE rowid IN ({marks}) AND expiration_date < ?", (*rowids, today)
-        )
-    }
-
-
 # --- maintenance ----------------------------------------------------------------------
 # Read-only probes for ``store.maintenance.check`` and the few writes ``repair`` needs.
 # Each probe names the rows that break one invariant; an empty result means it holds.
@@ -750,45 +557,69 @@ REQUIRED_TABLES = (
     "entities", "entity_vectors", "memory_entities", "history",
 )
 
-INVARIANT_PROBES: dict[str, str] = {
+class Probe(NamedTuple):
+    """One invariant: the SQL naming the rows that break it, and how each such row reads
+    in a report (``str.format`` over the row's columns)."""
+
+    sql: str
+    message: str
+
+
+INVARIANT_PROBES: dict[str, Probe] = {
     # every memory has exactly one vector, in its own scope
-    "memory_without_vector": (
-        "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_vectors)"
+    "memory_without_vector": Probe(
+        "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_vectors)",
+        "memory '{1}' (rowid {0}) has no vector",
     ),
-    "vector_without_memory": (
-        "SELECT memory_rowid FROM memory_vectors WHERE memory_rowid NOT IN (SELECT rowid FROM memories)"
+    "vector_without_memory": Probe(
+        "SELECT memory_rowid FROM memory_vectors WHERE memory_rowid NOT IN (SELECT rowid FROM memories)",
+        "vector for rowid {0} belongs to no memory",
     ),
-    "vector_scope": (
+    "vector_scope": Probe(
         "SELECT m.rowid, m.id FROM memory_vectors v JOIN memories m ON m.rowid = v.memory_rowid "
-        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='m')}"
+        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='m')}",
+        "memory '{1}' (rowid {0}) has a vector filed under another scope",
     ),
     # every memory has exactly one FTS row (the docsize shadow table has one row per indexed document)
-    "memory_without_fts": "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT id FROM memory_fts_docsize)",
-    "fts_without_memory": "SELECT id FROM memory_fts_docsize WHERE id NOT IN (SELECT rowid FROM memories)",
+    "memory_without_fts": Probe(
+        "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT id FROM memory_fts_docsize)",
+        "memory '{1}' (rowid {0}) has no keyword (FTS) row",
+    ),
+    "fts_without_memory": Probe(
+        "SELECT id FROM memory_fts_docsize WHERE id NOT IN (SELECT rowid FROM memories)",
+        "keyword (FTS) row {0} belongs to no memory",
+    ),
     # links join a memory and an entity of the same scope (these two cover the only foreign keys)
-    "link_without_memory": (
-        "SELECT memory_rowid, entity_id FROM memory_entities WHERE memory_rowid NOT IN (SELECT rowid FROM memories)"
+    "link_without_memory": Probe(
+        "SELECT memory_rowid, entity_id FROM memory_entities WHERE memory_rowid NOT IN (SELECT rowid FROM memories)",
+        "entity link {0}→{1} points to no memory",
     ),
-    "link_without_entity": (
-        "SELECT memory_rowid, entity_id FROM memory_entities WHERE entity_id NOT IN (SELECT id FROM entities)"
+    "link_without_entity": Probe(
+        "SELECT memory_rowid, entity_id FROM memory_entities WHERE entity_id NOT IN (SELECT id FROM entities)",
+        "entity link {0}→{1} points to no entity",
     ),
-    "link_scope": (
+    "link_scope": Probe(
         "SELECT l.memory_rowid, l.entity_id FROM memory_entities l JOIN memories m ON m.rowid = l.memory_rowid "
-        f"JOIN entities e ON e.id = l.entity_id WHERE {_SCOPE_DIFFERS.format(a='m', b='e')}"
+        f"JOIN entities e ON e.id = l.entity_id WHERE {_SCOPE_DIFFERS.format(a='m', b='e')}",
+        "memory rowid {0} is linked to entity {1} of another scope",
     ),
     # every entity is linked and has exactly one vector, in its own scope
-    "entity_without_links": (
-        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)"
+    "entity_without_links": Probe(
+        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)",
+        "entity {0} ({1!r}) is linked to no memory",
     ),
-    "entity_without_vector": (
-        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM entity_vectors)"
+    "entity_without_vector": Probe(
+        "SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM entity_vectors)",
+        "entity {0} ({1!r}) has no vector",
     ),
-    "entity_vector_without_entity": (
-        "SELECT entity_id FROM entity_vectors WHERE entity_id NOT IN (SELECT id FROM entities)"
+    "entity_vector_without_entity": Probe(
+        "SELECT entity_id FROM entity_vectors WHERE entity_id NOT IN (SELECT id FROM entities)",
+        "entity vector {0} belongs to no entity",
     ),
-    "entity_vector_scope": (
+    "entity_vector_scope": Probe(
         "SELECT e.id, e.normalized FROM entity_vectors v JOIN entities e ON e.id = v.entity_id "
-        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='e')}"
+        f"WHERE {_SCOPE_DIFFERS.format(a='v', b='e')}",
+        "entity {0} ({1!r}) has a vector filed under another scope",
     ),
 }
 
@@ -827,7 +658,7 @@ def fts_content_check(conn: apsw.Connection) -> str | None:
 
 def probe(conn: apsw.Connection, name: str) -> list[tuple[Any, ...]]:
     """The rows that break the invariant ``INVARIANT_PROBES[name]``."""
-    return conn.execute(INVARIANT_PROBES[name]).fetchall()
+    return conn.execute(INVARIANT_PROBES[name].sql).fetchall()
 
 
 def memories_without_links(conn: apsw.Connection) -> list[MemoryRow]:
@@ -838,15 +669,6 @@ def memories_without_links(conn: apsw.Connection) -> list[MemoryRow]:
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_entities)"
         )
     ]
-
-
-
-
-
-
-
-
-
 
 
 def delete_link(conn: apsw.Connection, memory_rowid: int, entity_id: int) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -151,7 +152,7 @@ class OnnxEmbedder:
         self._variant: onnx_cache.Variant = "int8" if int8 else "fp32"
         self.backend = f"onnx-{self._variant}"
         self._batch_size = batch_size
-        self._loaded: tuple[onnx_cache.CachedModel, object, object] | None = None
+        self._loaded: onnx_cache.OpenModel | None = None
         self._lock = threading.Lock()
 
     @property
@@ -159,13 +160,13 @@ class OnnxEmbedder:
         """Vector size; known without loading for the default model."""
         if self._loaded is None and self.name in KNOWN_DIMENSIONS:
             return KNOWN_DIMENSIONS[self.name]
-        return self._load()[0].dimension
+        return self._load().model.dimension
 
     def load(self) -> None:
         """Open (or, the first time, export) the ONNX copy now."""
         self._load()
 
-    def _load(self) -> tuple[onnx_cache.CachedModel, object, object]:
+    def _load(self) -> onnx_cache.OpenModel:
         with self._lock:
             if self._loaded is None:
                 source = Path(self._source or packaged_model_path()).expanduser()
@@ -174,8 +175,7 @@ class OnnxEmbedder:
                         f"embedding model '{source}' is not a local folder; the ONNX backend needs a "
                         "sentence-transformers folder (or set embedding_backend = \"torch\")"
                     )
-                model, session = onnx_cache.cached_model(self.name, source, self._cache_dir, self._variant, self._threads)
-                self._loaded = (model, session, onnx_cache.tokenizer_for(model))
+                self._loaded = onnx_cache.cached_model(self.name, source, self._cache_dir, self._variant, self._threads)
                 log.info("embedding model ready: %s under ONNX Runtime (%s)", source, self._variant)
         return self._loaded
 
@@ -183,12 +183,12 @@ class OnnxEmbedder:
         """Unit vectors in input order; an empty input gives an empty ``(0, dimension)`` array."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        model, session, tokenizer = self._load()
+        opened = self._load()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        vectors = np.empty((len(texts), model.dimension), dtype=np.float32)
+        vectors = np.empty((len(texts), opened.model.dimension), dtype=np.float32)
         for start in range(0, len(order), self._batch_size):
             chunk = order[start : start + self._batch_size]
-            vectors[chunk] = onnx_cache.run_session(session, tokenizer, model.input_names, [texts[i] for i in chunk])
+            vectors[chunk] = opened.embed([texts[i] for i in chunk])
         return vectors
 
 
@@ -197,3 +197,32 @@ def open_embedder(model: str, backend: EmbeddingBackend, *, cache_dir: Path, thr
     if backend == "torch":
         return SentenceTransformerEmbedder(model, threads=threads)
     return OnnxEmbedder(model, cache_dir=cache_dir, threads=threads, int8=backend == "onnx-int8")
+
+
+class NameVectors:
+    """Embeddings of entity names, remembered (least recently used out first).
+
+    The same few names recur in most memories and queries of a scope (the people of a
+    conversation, their places), so most entity look-ups and links need no forward pass.
+    """
+
+    def __init__(self, embedder: Embedder, size: int = 4096) -> None:
+        self._embedder = embedder
+        self._size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, names: Sequence[str]) -> np.ndarray:
+        """One row per name, shape ``(len(names), dimension)``; only unseen names reach the model."""
+        with self._lock:
+            missing = [name for name in dict.fromkeys(names) if name not in self._vectors]
+        fresh = self._embedder.embed_batch(missing)
+        with self._lock:
+            self._vectors.update(zip(missing, fresh))
+            rows = []
+            for name in names:
+                self._vectors.move_to_end(name)
+                rows.append(self._vectors[name])
+            while len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
+        return np.stack(rows) if rows else np.zeros((0, self._embedder.dimension), dtype=np.float32)

@@ -2,31 +2,35 @@
 
 The MCP tools and the CLI each make one call here. Every write validates all of its
 input first, runs the models outside the database lock, and then touches every table
-(memory, vector, FTS row, entity links, history) in one transaction.
+(memory, vector, FTS row, entity links, history) in one transaction. Every read runs
+in one read transaction on a read connection of its own, so it sees one snapshot and
+never waits for a writer, in this process or another.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import apsw
 import numpy as np
 
-from . import db, maintenance, retrieval
+from . import connection, db, maintenance, retrieval
 from .config import Config
-from .embeddings import Embedder, open_embedder
-from .errors import InvalidArgument, NotFound
+from .embeddings import Embedder, NameVectors, open_embedder
+from .errors import InvalidArgument, NotFound, shown
 from .filters import filters_sql
 from .linking import link_entities
 from .maintenance import RepairReport, Violation
 from .nlp import NLP, Analysis
-from .records import AddedMemory, Explanation, HistoryEvent, Memory, SearchHit
+from .records import AddedMemory, Explanation, HistoryEvent, Memory, SearchHit, scope_of, to_memory
 from .validation import (
     check_expiration,
     check_id,
@@ -34,6 +38,7 @@ from .validation import (
     check_offset,
     check_query,
     check_scope,
+    scope_keys_in,
     check_text,
     check_threshold,
     check_top_k,
@@ -54,15 +59,19 @@ class MemoryInput:
 
 
 def now() -> str:
-    """UTC timestamp with microseconds, so newest-first ordering is stable."""
-    return dt.datetime.now(dt.timezone.utc).isoformat()
+    """UTC timestamp, always with six digits of microseconds, so newest-first ordering is stable
+    (``isoformat()`` alone drops them when they happen to be zero, and the text sorts wrong)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 class Engine:
     """Memories of users, agents and runs in one SQLite file, with hybrid search.
 
-    Thread-safe: one connection guarded by a lock, with model work done outside it.
-    Several processes may open the same file (WAL, busy timeout, immediate transactions).
+    Thread-safe: one write connection guarded by a lock (model work is done outside it)
+    and a pool of read connections, so a search never waits behind a write that is
+    itself waiting for another process's lock. Several processes may open the same
+    file (WAL, busy timeout, immediate transactions). A file this process cannot write
+    is opened read-only: reads work, writes fail with a message.
     """
 
     def __init__(
@@ -81,13 +90,57 @@ class Engine:
         self.nlp = nlp or NLP(config.store.spacy_pipeline or None)
         self.path = config.database
         self._lock = threading.RLock()
-        self._conn = db.connect(self.path)
-        db.ensure_schema(self._conn, self.embedder.name, self.embedder.dimension)
+        self._conn = connection.connect(self.path)
+        self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        try:
+            connection.ensure_schema(self._conn, self.embedder.name, self.embedder.dimension)
+        except BaseException:
+            self._conn.close()
+            raise
+        # Texts embed on this thread while the NLP pipeline reads them on the caller's.
+        self._side = ThreadPoolExecutor(1, thread_name_prefix="trimem-embed")
+        self._names = NameVectors(self.embedder)
+
+    @property
+    def read_only(self) -> bool:
+        """True when the file could only be opened for reading."""
+        return self._conn.readonly("main")
 
     def close(self) -> None:
-        """Close the database connection."""
+        """Close every database connection (readers in use close when their read ends)."""
+        self._side.shutdown()
+        with self._readers_lock:
+            self._closed = True
+            idle, self._readers = self._readers, []
+        for conn in idle:
+            conn.close()
         with self._lock:
             self._conn.close()
+
+    def _check_writable(self) -> None:
+        """Refuse a write to a read-only file before the models run for it."""
+        if self.read_only:
+            raise connection.read_only_error(self.path)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[apsw.Connection]:
+        """A read connection of this engine's pool, inside one read transaction (one snapshot)."""
+        with self._readers_lock:
+            conn = self._readers.pop() if self._readers else None
+        if conn is None:
+            conn = connection.connect(self.path)
+        try:
+            with connection.read_transaction(conn):
+                yield conn
+        finally:
+            with self._readers_lock:
+                keep = not self._closed
+                if keep:
+                    self._readers.append(conn)
+            if not keep:
+                conn.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -134,7 +187,7 @@ class Engine:
             if role == "system":
                 continue
             if role not in MESSAGE_ROLES:
-                raise InvalidArgument(f"message {index} has role {role!r}; use 'user', 'assistant' or 'system'")
+                raise InvalidArgument(f"message {index} has role {shown(role)}; use 'user', 'assistant' or 'system'")
             name = message.get("name")
             items.append(
                 MemoryInput(
@@ -160,22 +213,23 @@ class Engine:
         batch) is not stored twice: its result is the existing memory, event DUPLICATE.
         """
         scope = check_scope(user_id, agent_id, run_id)
-        expiry = check_expiration(expiration_date)
+        expiry = check_expiration(expiration_date, retrieval.today())
+        self._check_writable()
         limits = self.config.limits
         texts = [check_text(item.text, limits.max_text_chars) for item in items]
         metadatas = [check_metadata(item.metadata, limits.max_metadata_bytes) for item in items]
+        ignored = [scope_keys_in(item.metadata) for item in items]
         hashes = [normalized_hash(text) for text in texts]
         first = {h: i for i, h in reversed(list(enumerate(hashes)))}  # a twin inside the batch is a duplicate
 
-        with self._lock:
-            existing = {h: db.find_by_hash(self._conn, scope, h) for h in first}
+        with self._reading() as conn:
+            existing = {h: db.find_by_hash(conn, scope, h) for h in first}
         fresh = [i for h, i in first.items() if existing[h] is None]
-        analyses = self.nlp.analyze_batch([texts[i] for i in fresh])
-        embeddings, entity_vectors = self._embed_with_entities([texts[i] for i in fresh], analyses)
+        analyses, embeddings, entity_vectors = self._analyse_and_embed([texts[i] for i in fresh])
 
         stamp = now()
         written: dict[str, db.MemoryRow] = {}
-        with self._lock, db.write_transaction(self._conn):
+        with self._lock, connection.write_transaction(self._conn):
             for i, analysis, embedding in zip(fresh, analyses, embeddings):
                 if db.find_by_hash(self._conn, scope, hashes[i]):
                     continue  # another process stored it since we looked
@@ -203,7 +257,7 @@ class Engine:
             for i, h in enumerate(hashes):
                 added_now = h in written and first[h] == i
                 row = written.get(h) or existing[h] or db.find_by_hash(self._conn, scope, h)
-                results.append(AddedMemory("ADD" if added_now else "DUPLICATE", retrieval.to_memory(row)))
+                results.append(AddedMemory("ADD" if added_now else "DUPLICATE", to_memory(row), ignored[i]))
         return results
 
     def update(
@@ -221,17 +275,23 @@ class Engine:
         scope = check_scope(user_id, agent_id, run_id)
         if text is None and metadata is None:
             raise InvalidArgument("nothing to update: send text, metadata or both")
+        if misplaced := scope_keys_in(metadata):
+            raise InvalidArgument(
+                f"metadata holds the scope key(s) {', '.join(misplaced)}; update never moves a memory to another "
+                "scope: drop them (to move a memory, add it in the new scope and delete the old one)"
+            )
+        self._check_writable()
         new_text = None if text is None else check_text(text, self.config.limits.max_text_chars)
         new_metadata = None if metadata is None else check_metadata(metadata, self.config.limits.max_metadata_bytes)
-        row = self._get_row(memory_id, scope)
+        with self._reading() as conn:
+            row = self._get_row(conn, memory_id, scope)
         analysis: Analysis | None = None
         if new_text is not None and new_text != row.text:
-            (analysis,) = self.nlp.analyze_batch([new_text])
-            (embedding,), entity_vectors = self._embed_with_entities([new_text], [analysis])
+            (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([new_text])
         stamp = now()
-        with self._lock, db.write_transaction(self._conn):
-            row = self._get_row(memory_id, scope)  # it may have changed while the models ran
-            own_scope = {key: getattr(row, key) for key in db.SCOPE_KEYS}
+        with self._lock, connection.write_transaction(self._conn):
+            row = self._get_row(self._conn, memory_id, scope)  # it may have changed while the models ran
+            own_scope = scope_of(row)
             final_text = row.text if analysis is None else new_text
             final_metadata = row.metadata if new_metadata is None else new_metadata
             if analysis is not None:
@@ -239,7 +299,7 @@ class Engine:
                 twin = db.find_by_hash(self._conn, own_scope, final_hash)
                 if twin is not None and twin.rowid != row.rowid:
                     raise InvalidArgument(
-                        f"that text is already stored as memory '{twin.id}'; delete one of them instead"
+                        f"that text is already stored as memory {shown(twin.id)}; delete one of them instead"
                     )
                 db.update_memory_text(
                     self._conn, row.rowid, text=final_text, text_lemmatized=analysis.lemmatized,
@@ -248,64 +308,73 @@ class Engine:
                 db.put_memory_vector(self._conn, row.rowid, embedding, own_scope)
                 db.unlink_entities(self._conn, row.rowid)
                 link_entities(self._conn, row.rowid, own_scope, analysis.entities, entity_vectors)
+                db.delete_orphan_entities(self._conn)
             db.update_memory_metadata(self._conn, row.rowid, final_metadata, stamp)
             db.add_history(
                 self._conn, row, "UPDATE", old_text=row.text, new_text=final_text,
                 old_metadata=row.metadata, new_metadata=final_metadata,
                 at=stamp,
             )
-            return retrieval.to_memory(self._get_row(memory_id, scope))
+            return to_memory(self._get_row(self._conn, memory_id, scope))
 
     def delete(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> Memory:
         """Forget one memory: its vector, keyword row and entity links go with it."""
         scope = check_scope(user_id, agent_id, run_id)
-        with self._lock, db.write_transaction(self._conn):
-            row = self._get_row(memory_id, scope)
+        self._check_writable()
+        with self._lock, connection.write_transaction(self._conn):
+            row = self._get_row(self._conn, memory_id, scope)
             self._delete_row(row)
-        return retrieval.to_memory(row)
+            db.delete_orphan_entities(self._conn)
+        return to_memory(row)
 
     def delete_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> int:
         """Forget every memory in a scope; returns how many."""
         scope = check_scope(user_id, agent_id, run_id)
-        with self._lock, db.write_transaction(self._conn):
+        self._check_writable()
+        with self._lock, connection.write_transaction(self._conn):
             rowids = db.scope_rowids(self._conn, scope)
             for row in db.memories_by_rowid(self._conn, rowids).values():
                 self._delete_row(row)
+            db.delete_orphan_entities(self._conn)
         return len(rowids)
 
     def _delete_row(self, row: db.MemoryRow) -> None:
+        """Delete one row and record it; the caller removes orphaned entities once afterwards."""
         db.delete_memory_row(self._conn, row.rowid)
         db.add_history(
             self._conn, row, "DELETE", old_text=row.text, new_text=None,
             old_metadata=row.metadata, new_metadata=None, at=now(),
         )
 
-    def _embed_with_entities(
-        self, texts: list[str], analyses: Sequence[Analysis]
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Embed texts and their distinct entities in one model batch."""
+    def _analyse_and_embed(self, texts: list[str]) -> tuple[list[Analysis], np.ndarray, dict[str, np.ndarray]]:
+        """Analyse texts with the NLP pipeline while they embed on the side thread (ONNX Runtime
+        releases the GIL, so both cores work), then embed their distinct entities in one batch."""
+        text_vectors = self._side.submit(self.embedder.embed_batch, texts)
+        analyses = self.nlp.analyze_batch(texts)
         names = list(dict.fromkeys(e.normalized for a in analyses for e in a.entities))
-        vectors = self.embedder.embed_batch([*texts, *names])
-        return vectors[: len(texts)], dict(zip(names, vectors[len(texts) :]))
+        return analyses, text_vectors.result(), dict(zip(names, self._names.embed(names)))
 
     # --- reads --------------------------------------------------------------------------
 
-    def _get_row(self, memory_id: Any, scope: dict[str, str]) -> db.MemoryRow:
+    def _get_row(self, conn: apsw.Connection, memory_id: Any, scope: dict[str, str]) -> db.MemoryRow:
         memory_id = check_id(memory_id, "memory_id")
-        with self._lock:
-            row = db.get_memory(self._conn, memory_id, scope)
+        row = db.get_memory(conn, memory_id, scope)
         if row is None:
-            where = ", ".join(f"{key}={value!r}" for key, value in scope.items())
-            raise NotFound(f"memory '{memory_id}' not found for {where}; list_memories shows the ids in this scope")
+            where = ", ".join(f"{key}={shown(value)}" for key, value in scope.items())
+            raise NotFound(
+                f"memory {shown(memory_id)} not found for {where}; list_memories shows the ids in this scope"
+            )
         return row
 
     def get(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> Memory:
         """One memory by id, if it belongs to the caller's scope."""
-        return retrieval.to_memory(self._get_row(memory_id, check_scope(user_id, agent_id, run_id)))
+        scope = check_scope(user_id, agent_id, run_id)
+        with self._reading() as conn:
+            return to_memory(self._get_row(conn, memory_id, scope))
 
     def list(
         self,
@@ -324,9 +393,9 @@ class Engine:
         offset = check_offset(offset)
         fsql, fparams = filters_sql(filters)
         today = None if show_expired else retrieval.today()
-        with self._lock:
-            rows = db.list_memories(self._conn, scope, fsql, fparams, today, limit, offset)
-        return [retrieval.to_memory(row) for row in rows]
+        with self._reading() as conn:
+            rows = db.list_memories(conn, scope, fsql, fparams, today, limit, offset)
+        return [to_memory(row) for row in rows]
 
     def history(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
@@ -334,10 +403,10 @@ class Engine:
         """A memory's ADD / UPDATE / DELETE events, oldest first (kept after deletion)."""
         scope = check_scope(user_id, agent_id, run_id)
         memory_id = check_id(memory_id, "memory_id")
-        with self._lock:
-            rows = db.history(self._conn, memory_id, scope)
+        with self._reading() as conn:
+            rows = db.history(conn, memory_id, scope)
         if not rows:
-            raise NotFound(f"no history for memory '{memory_id}' in this scope")
+            raise NotFound(f"no history for memory {shown(memory_id)} in this scope")
         return [HistoryEvent(*row) for row in rows]
 
     def search(
@@ -387,9 +456,9 @@ class Engine:
             show_expired=bool(show_expired),
             options=options,
         )
-        prepared = retrieval.prepare(query, self.nlp, self.embedder, options)
-        with self._lock:
-            return retrieval.run(self._conn, prepared, request, explain=details)
+        prepared = retrieval.prepare(query, self.nlp, self.embedder, self._names, options, self._side)
+        with self._reading() as conn:
+            return retrieval.run(conn, prepared, request, explain=details)
 
     def check(self, *, deep: bool = False) -> list[Violation]:
         """Every broken invariant of the database (orphans, missing vectors or FTS rows, …);
@@ -399,19 +468,21 @@ class Engine:
 
     def repair(self) -> RepairReport:
         """Rebuild derived rows (vectors, FTS rows, entity links) from ``memories``."""
+        self._check_writable()
         with self._lock:
             return maintenance.repair(self._conn, self.embedder, self.nlp)
 
     def backup(self, destination: Path) -> None:
         """Copy the database with SQLite's online backup: safe while other servers write."""
-        with self._lock:
-            maintenance.backup(self._conn, Path(destination))
+        with self._reading() as conn:
+            maintenance.backup(conn, Path(destination))
 
     def status(self) -> dict[str, Any]:
         """Versions, models, the database path and row counts (``trimem doctor``)."""
-        with self._lock:
-            info: dict[str, Any] = {"database": str(self.path), **db.versions(self._conn), **db.meta(self._conn)}
-            info["counts"] = db.counts(self._conn)
+        with self._reading() as conn:
+            info: dict[str, Any] = {"database": str(self.path), **connection.versions(conn), **connection.meta(conn)}
+            info["counts"] = db.counts(conn)
+        info["read_only"] = self.read_only
         info["embedding_backend"] = self.embedder.backend
         info["spacy_tier"] = self.nlp.tier
         return info

@@ -7,6 +7,19 @@ to send instead.
 """
 
 
+SHOWN_CHARS = 80
+"""How much of a rejected value a message quotes: enough to recognise it, never a flood."""
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters plus an ellipsis: every message quotes
+    values through this, so a 1 MB id comes back as an 80-character excerpt."""
+    if isinstance(value, str) and len(value) > limit:
+        return repr(value[:limit]) + "…"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 class TrimemError(Exception):
     """Base class: anything the engine refuses or cannot do."""
 

@@ -87,7 +87,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from store import validation
-from store.errors import InvalidArgument
+from store.errors import InvalidArgument, shown
 
 __all__ = ["MAX_DEPTH", "MAX_CONDITIONS", "OPERATORS", "SCOPE_KEYS", "filters_sql"]
 
@@ -117,8 +117,7 @@ def _fail(msg: str) -> InvalidArgument:
 
 
 def _desc(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shown(value)
 
 
 def _check_text(text: str, what: str) -> None:
@@ -281,11 +280,11 @@ class _Compiler:
         if not isinstance(key, str):
             raise _fail(f"key {_desc(key)} is not a string; metadata keys are strings")
         if not key.strip():
-            raise _fail(f"empty metadata key {key!r}; send the name of a metadata field, " + _EXAMPLES)
+            raise _fail(f"empty metadata key {shown(key)}; send the name of a metadata field, " + _EXAMPLES)
         if key in SCOPE_KEYS:
             raise InvalidArgument(f"pass {key} as the scope argument, not inside filters")
         if key.startswith("$"):
-            raise _fail(f'unknown logical operator "{key}"; use AND, OR or NOT '
+            raise _fail(f'unknown logical operator {shown(key)}; use AND, OR or NOT '
                         "(or $and, $or, $not); comparison operators go inside a key, "
                         'e.g. {"priority": {"gte": 3}}')
         _check_text(key, "key")
@@ -299,15 +298,15 @@ class _Compiler:
                 return self._exists(path)
             return self._eq(path, value)
         if not value:
-            raise _fail(f'empty operator dict for key "{key}"; send e.g. '
-                        f'{{"{key}": {{"eq": "value"}}}} or {{"{key}": "value"}}')
+            raise _fail(f'empty operator dict for key {shown(key)}; send e.g. '
+                        '{"key": {"eq": "value"}} or {"key": "value"}')
         parts = []
         for op, operand in value.items():
             if not (isinstance(op, str) and op in OPERATORS):
                 hint = ""
                 if isinstance(op, str) and op.startswith("$") and op[1:] in OPERATORS:
                     hint = f' (write "{op[1:]}" without the "$")'
-                raise _fail(f'unknown operator {_desc(op)} for key "{key}"{hint}; '
+                raise _fail(f'unknown operator {_desc(op)} for key {shown(key)}{hint}; '
                             f"valid operators: {_OPS_TEXT}")
             self._count()
             if op == "eq":

@@ -8,7 +8,7 @@ import apsw
 import numpy as np
 
 from . import db, scoring
-from .nlp import Entity
+from .entities import Entity
 
 ENTITY_SAME_THRESHOLD = 0.95
 """A new entity this similar to a stored one in the same scope is the same entity (Mem0)."""

@@ -10,6 +10,7 @@ lives in ``store.db`` (section "maintenance").
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterable
@@ -19,27 +20,12 @@ from pathlib import Path
 import apsw
 import numpy as np
 
-from . import db
+from . import connection, db
 from .embeddings import Embedder
 from .errors import InvalidArgument, TrimemError
 from .linking import link_entities
 from .nlp import NLP, Analysis
-
-_DETAILS = {
-    "memory_without_vector": "memory '{1}' (rowid {0}) has no vector",
-    "vector_without_memory": "vector for rowid {0} belongs to no memory",
-    "vector_scope": "memory '{1}' (rowid {0}) has a vector filed under another scope",
-    "memory_without_fts": "memory '{1}' (rowid {0}) has no keyword (FTS) row",
-    "fts_without_memory": "keyword (FTS) row {0} belongs to no memory",
-    "link_without_memory": "entity link {0}→{1} points to no memory",
-    "link_without_entity": "entity link {0}→{1} points to no entity",
-    "link_scope": "memory rowid {0} is linked to entity {1} of another scope",
-    "entity_without_links": "entity {0} ({1!r}) is linked to no memory",
-    "entity_without_vector": "entity {0} ({1!r}) has no vector",
-    "entity_vector_without_entity": "entity vector {0} belongs to no entity",
-    "entity_vector_scope": "entity {0} ({1!r}) has a vector filed under another scope",
-}
-"""How each ``db.INVARIANT_PROBES`` row reads in a report."""
+from .records import scope_of
 
 _CHUNK = 500
 """Rowids per ``IN (…)`` read, well under SQLite's bound-parameter limit."""
@@ -88,13 +74,13 @@ def check(conn: apsw.Connection, nlp: NLP | None = None) -> list[Violation]:
             Violation("schema", f"missing tables {', '.join(missing)}: not a trimem database, or a damaged one")
         )
         return violations
-    for name, template in _DETAILS.items():
+    for name, probe in db.INVARIANT_PROBES.items():
         try:
             rows = db.probe(conn, name)
         except apsw.Error as exc:  # a damaged table fails its own probe; the others still run
             violations.append(Violation(name, f"could not be checked: {exc}"))
             continue
-        violations += [Violation(name, template.format(*row)) for row in rows]
+        violations += [Violation(name, probe.message.format(*row)) for row in rows]
     message = db.fts_content_check(conn)
     if message is not None:
         violations.append(
@@ -181,10 +167,6 @@ def _prepare(plan: _Plan, models: _ModelCache) -> None:
     models.embed(entity.normalized for analysis in analyses.values() for entity in analysis.entities)
 
 
-def _scope(row: db.MemoryRow) -> dict[str, str]:
-    return {key: getattr(row, key) for key in db.SCOPE_KEYS}
-
-
 def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
     """Rebuild derived rows from ``memories`` in one write transaction; never touches a memory.
 
@@ -195,8 +177,11 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
     drops entities left without links. Safe to run while other servers write.
     """
     models = _ModelCache(embedder, nlp)
-    _prepare(_plan(conn), models)  # outside the lock: the models are the slow part
-    with db.write_transaction(conn):
+    # Before the write transaction: the models are the slow part, and other processes wait on
+    # SQLite's write lock. (The engine's own lock is held throughout: this process's writes
+    # wait, its reads, on their own connections, do not.)
+    _prepare(_plan(conn), models)
+    with connection.write_transaction(conn):
         removed = 0
         for name in ("link_without_memory", "link_without_entity", "link_scope"):
             for memory_rowid, entity_id in db.probe(conn, name):
@@ -213,7 +198,7 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
         _prepare(plan, models)
         vectors = models.embed(row.text for row in plan.memories_to_embed)
         for row in plan.memories_to_embed:
-            db.put_memory_vector(conn, row.rowid, vectors[row.text], _scope(row))
+            db.put_memory_vector(conn, row.rowid, vectors[row.text], scope_of(row))
 
         fts_rebuilt = any(db.probe(conn, name) for name in ("memory_without_fts", "fts_without_memory"))
         fts_rebuilt = fts_rebuilt or db.fts_content_check(conn) is not None
@@ -225,7 +210,7 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
         for row in plan.unlinked:
             entities = analyses[row.text].entities
             if entities:
-                link_entities(conn, row.rowid, _scope(row), entities, models.embed(e.normalized for e in entities))
+                link_entities(conn, row.rowid, scope_of(row), entities, models.embed(e.normalized for e in entities))
         links = db.counts(conn)["memory_entities"] - links_before
 
         orphans = len(db.probe(conn, "entity_without_links"))
@@ -265,20 +250,39 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
         raise InvalidArgument(f"{destination} is the live database; back up to another file")
     if destination.exists():
         raise InvalidArgument(f"{destination} already exists; choose a new file name or delete the old backup first")
-    destination.parent.mkdir(parents=True, exist_ok=True)
+    if (blocker := connection.file_in_the_way(destination)) is not None:
+        raise InvalidArgument(
+            f"cannot write the backup {destination}: {blocker} is a file, not a folder; choose a path in a folder "
+            "you can write"
+        )
     partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
     try:
-        target = apsw.Connection(str(partial))
-        try:
-            db.connection_sqlite_vec(target)  # quick_check visits the vec0 tables
-            with target.backup("main", conn, "main") as job:
-                job.step(-1)
-            target.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it
-            problems = [line for line in target.execute("PRAGMA quick_check").fetchall() if line[0] != "ok"]
-            if problems:
-                raise TrimemError(f"the backup copy failed its check ({problems[0][0]}); the source may be damaged")
-        finally:
-            target.close()
-        os.replace(partial, destination)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        _copy(conn, partial, destination)
+    except OSError as exc:
+        raise InvalidArgument(
+            f"cannot write the backup {destination} ({exc.strerror or exc}); choose a path in a folder you can write"
+        ) from None
+    except apsw.CantOpenError:
+        raise InvalidArgument(
+            f"cannot create the backup {destination}; choose a path in a folder you can write"
+        ) from None
     finally:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+
+
+def _copy(conn: apsw.Connection, partial: Path, destination: Path) -> None:
+    """The backup proper: one step into ``partial``, checked, then renamed to ``destination``."""
+    target = apsw.Connection(str(partial))
+    try:
+        connection.connection_sqlite_vec(target)  # quick_check visits the vec0 tables
+        with target.backup("main", conn, "main") as job:
+            job.step(-1)
+        target.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it
+        problems = [line for line in target.execute("PRAGMA quick_check").fetchall() if line[0] != "ok"]
+        if problems:
+            raise TrimemError(f"the backup copy failed its check ({problems[0][0]}); the source may be damaged")
+    finally:
+        target.close()
+    os.replace(partial, destination)

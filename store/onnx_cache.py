@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import imports
+from .errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,19 @@ class CachedModel:
 
 
 @dataclass(frozen=True)
+class OpenModel:
+    """A cached model ready to run: its ONNX Runtime session and its tokenizer."""
+
+    model: CachedModel
+    session: Any
+    tokenizer: Any
+
+    def embed(self, texts: list[str]) -> Any:
+        """Unit vectors for ``texts`` in one forward pass (see ``run_session``)."""
+        return run_session(self.session, self.tokenizer, self.model.input_names, texts)
+
+
+@dataclass(frozen=True)
 class Sidecar:
     """What the cache records beside each exported graph (JSON)."""
 
@@ -76,11 +90,9 @@ def weights_sha256(source: Path) -> str:
     return digest.hexdigest()
 
 
-def cached_model(
-    name: str, source: Path, cache_dir: Path, variant: Variant, threads: int
-) -> tuple[CachedModel, Any]:
-    """The verified ONNX copy of the model ``name`` at ``source`` and an open session on it;
-    exports (needs torch, once) when there is no valid copy yet."""
+def cached_model(name: str, source: Path, cache_dir: Path, variant: Variant, threads: int) -> OpenModel:
+    """The verified ONNX copy of the model ``name`` at ``source``, open; exports it (needs torch,
+    once) when there is no valid copy yet."""
     key = f"{Path(name).name}-{weights_sha256(source)[:16]}-{variant}"
     stem = cache_dir / key
     found = _open_verified(stem, threads)
@@ -90,8 +102,6 @@ def cached_model(
     export(source, stem, variant)
     found = _open_verified(stem, threads)
     if found is None:
-        from .errors import ModelUnavailable
-
         raise ModelUnavailable(f"the ONNX export of {source} does not match sentence-transformers; "
                                "set embedding_backend = \"torch\" (TRIMEM_EMBEDDING_BACKEND=torch)")
     return found
@@ -113,8 +123,8 @@ def open_session(onnx_path: Path, threads: int) -> Any:
     return onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
 
 
-def _open_verified(stem: Path, threads: int) -> tuple[CachedModel, Any] | None:
-    """The cached copy and its session if it exists, loads, and reproduces its probe vector."""
+def _open_verified(stem: Path, threads: int) -> OpenModel | None:
+    """The cached copy, open, if it exists, loads, and reproduces its probe vector."""
     sidecar_path, onnx_path, tokenizer_path = _paths(stem)
     if not (sidecar_path.is_file() and onnx_path.is_file() and tokenizer_path.is_file()):
         return None
@@ -126,15 +136,15 @@ def _open_verified(stem: Path, threads: int) -> tuple[CachedModel, Any] | None:
             onnx_path, tokenizer_path, sidecar.max_seq_length, sidecar.dimension,
             tuple(sidecar.input_names), sidecar.variant,
         )
-        session = open_session(onnx_path, threads)
-        (probe,) = run_session(session, tokenizer_for(model), model.input_names, [PROBE_TEXT])
+        opened = OpenModel(model, open_session(onnx_path, threads), tokenizer_for(model))
+        (probe,) = opened.embed([PROBE_TEXT])
     except Exception as exc:  # any unreadable piece means the same: rebuild it
         log.warning("cached ONNX model %s is unusable (%s); rebuilding it", onnx_path, exc)
         return None
     if float(probe @ _unit(sidecar.probe_vector)) < PROBE_MIN_COSINE:
         log.warning("cached ONNX model %s no longer gives its recorded vectors; rebuilding it", onnx_path)
         return None
-    return model, session
+    return opened
 
 
 def export(source: Path, stem: Path, variant: Variant) -> None:
@@ -174,22 +184,22 @@ def export(source: Path, stem: Path, variant: Variant) -> None:
         cached = CachedModel(
             work_onnx, work_tokenizer, int(model.max_seq_length), int(_dimension(model)), input_names, variant
         )
-        session = open_session(work_onnx, threads=1)
+        opened = OpenModel(cached, open_session(work_onnx, threads=1), tokenizer_for(cached))
         texts = [PROBE_TEXT, *VERIFY_TEXTS]
-        exported = run_session(session, tokenizer_for(cached), input_names, texts)
+        exported = opened.embed(texts)
         reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
         cosines = np.sum(exported * reference, axis=1)
         minimum = PROBE_MIN_COSINE if variant == "fp32" else INT8_MIN_COSINE
         if float(cosines.min()) < minimum:
-            from .errors import ModelUnavailable
-
             raise ModelUnavailable(
                 f"the ONNX export of {source} differs from sentence-transformers (cosine {cosines.min():.4f}); "
                 "set embedding_backend = \"torch\""
             )
         sidecar = Sidecar(
             FORMAT, str(source), weights_sha256(source), variant, cached.max_seq_length, cached.dimension,
-            list(input_names), [float(x) for x in exported[0]],
+            # The probe alone, as the check on load runs it: int8 graphs quantise activations per
+            # batch, so a text's vector moves slightly with the padding of its batch.
+            list(input_names), [float(x) for x in opened.embed([PROBE_TEXT])[0]],
         )
         Path(work, sidecar_path.name).write_text(json.dumps(asdict(sidecar)))
         # The sidecar goes last: a reader that finds it finds the other two complete.
@@ -237,9 +247,16 @@ def _quantize(onnx_path: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     quantized = onnx_path.with_suffix(".int8.onnx")
-    quantize_dynamic(
-        str(onnx_path), str(quantized), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"], per_channel=True
-    )
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # the quantiser's advice to pre-process is for image models
+    try:
+        quantize_dynamic(
+            str(onnx_path), str(quantized), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
+            per_channel=True,
+        )
+    finally:
+        root.setLevel(level)
     os.replace(quantized, onnx_path)
 
 

@@ -3,10 +3,15 @@ shape with ``dataclasses.asdict``, so both surfaces show the same fields."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from .scoring import ScoreBreakdown
+
+if TYPE_CHECKING:
+    from .db import MemoryRow
+
+SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 
 
 @dataclass(frozen=True)
@@ -26,13 +31,19 @@ class Memory:
     expiration_date: str | None
 
 
+AddEvent = Literal["ADD", "DUPLICATE"]
+HistoryEventKind = Literal["ADD", "UPDATE", "DELETE"]
+
+
 @dataclass(frozen=True)
 class AddedMemory:
     """One result of ``add``: ``ADD`` when stored now, ``DUPLICATE`` when the same normalised
     text was already stored in this scope (the existing memory is returned)."""
 
-    event: Literal["ADD", "DUPLICATE"]
+    event: AddEvent
     memory: Memory
+    ignored_metadata_keys: list[str] = field(default_factory=list)
+    """Scope keys sent inside metadata and dropped (pass them as scope arguments instead)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,10 @@ class QueryAnalysis:
     filters_applied: bool
 
 
+DropReason = Literal["below_threshold", "expired", "filtered"]
+"""Why ``explain`` left a candidate out; the MCP output model imports this, never a copy."""
+
+
 @dataclass(frozen=True)
 class DroppedCandidate:
     """A candidate that did not make it, and why: ``below_threshold`` (the semantic gate),
@@ -81,7 +96,7 @@ class DroppedCandidate:
     id: str
     text: str
     semantic_score: float
-    reason: Literal["below_threshold", "expired", "filtered"]
+    reason: DropReason
 
 
 @dataclass(frozen=True)
@@ -98,9 +113,31 @@ class HistoryEvent:
     """One change to a memory."""
 
     memory_id: str
-    event: Literal["ADD", "UPDATE", "DELETE"]
+    event: HistoryEventKind
     old_text: str | None
     new_text: str | None
     old_metadata: dict[str, Any] | None
     new_metadata: dict[str, Any] | None
     created_at: str
+
+
+def scope_of(row: MemoryRow) -> dict[str, str]:
+    """A stored row's own scope, all three keys ('' when unset): where its derived rows belong."""
+    return {key: getattr(row, key) for key in SCOPE_KEYS}
+
+
+def to_memory(row: MemoryRow) -> Memory:
+    """The public view of a stored row ('' scope ids become ``None``)."""
+    return Memory(
+        id=row.id,
+        text=row.text,
+        user_id=row.user_id or None,
+        agent_id=row.agent_id or None,
+        run_id=row.run_id or None,
+        actor_id=row.actor_id,
+        role=row.role,
+        metadata=row.metadata,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        expiration_date=row.expiration_date,
+    )

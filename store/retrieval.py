@@ -14,6 +14,7 @@ the query analysis records which signals ran.
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +23,9 @@ import numpy as np
 
 from . import db, scoring
 from .config import SearchConfig
-from .embeddings import Embedder
+from .embeddings import Embedder, NameVectors
 from .nlp import NLP
-from .records import DroppedCandidate, EntityMatch, Explanation, Memory, QueryAnalysis, SearchHit
+from .records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit, to_memory
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,12 @@ class PreparedQuery:
     entities: list[str]
     embedding: np.ndarray
     entity_embeddings: np.ndarray
+
+
+def today() -> str:
+    """Today's date in UTC, the clock expiration dates are read against (a memory expires
+    after its expiration day, and days change at midnight UTC, not at local midnight)."""
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,13 @@ class SearchRequest:
     filter_params: list[Any]
     show_expired: bool
     options: SearchConfig
+    on: str = field(default_factory=lambda: today())
+    """The day the search runs (UTC), read once so every signal agrees."""
+
+    @property
+    def live_on(self) -> str | None:
+        """The day before which expired memories are skipped, or None to keep them (``show_expired``)."""
+        return None if self.show_expired else self.on
 
     def __post_init__(self) -> None:
         # Every signal reads the resolved options, so ``ranking = "mem0"`` cannot be half applied.
@@ -72,21 +86,26 @@ class Signals:
 # --- 1. prepare -------------------------------------------------------------------------
 
 
-def prepare(query: str, nlp: NLP, embedder: Embedder, options: SearchConfig) -> PreparedQuery:
-    """Lemmatize, extract entities and embed the query (and its entities) in one batch."""
-    analysis = nlp.analyze(query)
+def prepare(
+    query: str, nlp: NLP, embedder: Embedder, names: NameVectors, options: SearchConfig, side: Executor
+) -> PreparedQuery:
+    """Lemmatize and extract entities while the query embeds on the ``side`` thread, then embed
+    the entities (most are names seen before). ONNX Runtime releases the GIL while it
+    computes, so both cores work."""
+    query_vector = side.submit(embedder.embed_batch, [query])
+    analysis = nlp.analyze_query(query, entities=options.use_entities)
     entities: list[str] = []
     if options.use_entities:
         for entity in analysis.entities:
             if entity.normalized and entity.normalized not in entities:
                 entities.append(entity.normalized)
         entities = entities[: scoring.MAX_QUERY_ENTITIES]
-    vectors = embedder.embed_batch([query, *entities])
+    entity_vectors = names.embed(entities)
     return PreparedQuery(
         terms=analysis.lemmatized.split(),
         entities=entities,
-        embedding=vectors[0],
-        entity_embeddings=vectors[1:],
+        embedding=query_vector.result()[0],
+        entity_embeddings=entity_vectors,
     )
 
 
@@ -97,7 +116,10 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
     """Run the three signals over the caller's scope and filters."""
     limit = request.internal_limit
     scope, fsql, fparams = request.scope, request.filter_sql, request.filter_params
-    distances = dict(db.knn_memories(conn, prepared.embedding, scope, limit, fsql, fparams))
+    distances = dict(db.knn_memories(conn, prepared.embedding, scope, limit, fsql, fparams, request.live_on))
+    # Expired memories are kept out inside each signal's SQL, like the metadata filters: they
+    # take no over-fetch slot and add no keyword or entity share to the denominator.
+    fsql, fparams = db.live_sql(fsql, fparams, request.live_on)
     bm25_raw: dict[int, float] = {}
     if request.options.use_bm25:
         bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
@@ -113,13 +135,12 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
         # instead of dropping them; they still face the semantic gate.
         missing = list(dict.fromkeys(rowid for rowid in (*bm25_raw, *boosts) if rowid not in distances))
         if missing and len(distances) >= limit:
-            missing = reachable_outside_pool(conn, prepared, request, distances, missing, bm25_raw, boosts, entity_active)
+            missing = reachable_outside_pool(prepared, request, distances, missing, bm25_raw, boosts, entity_active)
         distances.update(db.distances_for(conn, prepared.embedding, missing))
     return Signals(distances, bm25_raw, boosts, entity_active, matches)
 
 
 def reachable_outside_pool(
-    conn: apsw.Connection,
     prepared: PreparedQuery,
     request: SearchRequest,
     distances: dict[int, float],
@@ -131,12 +152,9 @@ def reachable_outside_pool(
     """The union candidates outside the full vector over-fetch that could still be returned
     (``scoring.could_reach_top_k``): the rest cannot beat the pool's own top_k even at the
     pool's farthest similarity, so their vectors are not read. Same results, fewer lookups;
-    explain does not list the skipped ones as dropped."""
-    pool = dict(distances)
-    if not request.show_expired:
-        for rowid in db.expired_among(conn, list(pool), today()):
-            del pool[rowid]
-    semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in pool.items()}
+    explain does not list the skipped ones as dropped. The pool holds no expired memory
+    unless the caller asked for them, so it is the pool fusion will rank."""
+    semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in distances.items()}
     ceiling = scoring.similarity_from_distance(max(distances.values()))
     return scoring.could_reach_top_k(
         semantic, outside, ceiling, bm25_raw, scoring.bm25_params(len(prepared.terms)), boosts,
@@ -150,7 +168,8 @@ def keyword_context(conn: apsw.Connection, bm25_raw: dict[int, float], request: 
     weight = request.options.keyword_context
     if weight <= 0 or not bm25_raw:
         return bm25_raw
-    adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, request.filter_sql, request.filter_params)
+    fsql, fparams = db.live_sql(request.filter_sql, request.filter_params, request.live_on)
+    adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, fsql, fparams)
     return scoring.keyword_context(bm25_raw, adjacent, weight)
 
 
@@ -176,7 +195,7 @@ def entity_boosts(
     scope_count = None
     if request.options.entity_weighting == "rarity" and prepared.entities:
         scope_count = db.scope_count(conn, request.scope)
-    fsql, fparams = request.filter_sql, request.filter_params
+    fsql, fparams = db.live_sql(request.filter_sql, request.filter_params, request.live_on)
     weighed: list[tuple[float, int, EntityMatch]] = []  # (boost, entity id, match) of every matched entity
 
     def keep(links: list[tuple[int, int]], match_of: dict[int, tuple[float, EntityMatch]]) -> None:
@@ -225,29 +244,22 @@ def entity_boosts(
 # --- 3 and 4. fuse and assemble -----------------------------------------------------------
 
 
-def today() -> str:
-    """Today's date in UTC, the clock expiration dates are read against."""
-    return dt.datetime.now(dt.timezone.utc).date().isoformat()
-
-
 def is_expired(expiration_date: str | None, on: str) -> bool:
     """A memory expires after its expiration day."""
     return expiration_date is not None and expiration_date < on
 
 
 def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, explain: bool) -> Explanation:
-    """Signals, expiry, the gate and fusion, then the ranked memories with their scores."""
+    """Signals (expired and filtered-out memories already excluded), the gate and fusion, then
+    the ranked memories with their scores.
+
+    ``conn`` should be inside a read transaction (``connection.read_transaction``): the
+    statements here must all see one snapshot of the database.
+    """
     signals = gather_signals(conn, prepared, request)
     rows = db.memories_by_rowid(conn, list(signals.distances))
-    on = today()
     dropped: list[DroppedCandidate] = []
-    semantic: dict[int, float] = {}
-    for rowid, distance in sorted(signals.distances.items(), key=lambda item: item[1]):
-        similarity = scoring.similarity_from_distance(distance)
-        if not request.show_expired and is_expired(rows[rowid].expiration_date, on):
-            dropped.append(DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "expired"))
-        else:
-            semantic[rowid] = similarity
+    semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in signals.distances.items()}
     params = scoring.bm25_params(len(prepared.terms))
     fusion = scoring.fuse(
         semantic, signals.bm25_raw, params, signals.boosts, request.threshold, request.top_k,
@@ -257,8 +269,8 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
         DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "below_threshold")
         for rowid, similarity in fusion.below_threshold
     )
-    if explain and request.filter_sql != "1":
-        dropped.extend(filtered_out(conn, prepared, request, signals))
+    if explain and (request.filter_sql != "1" or request.live_on is not None):
+        dropped.extend(left_out(conn, prepared, request, signals))
     hits = [
         SearchHit(
             memory=to_memory(rows[rowid]),
@@ -284,35 +296,22 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
     return Explanation(hits=hits, analysis=analysis, dropped=dropped if explain else [])
 
 
-def filtered_out(
+def left_out(
     conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, signals: Signals
 ) -> list[DroppedCandidate]:
-    """For explain only: the nearest memories the metadata filters kept out of every signal.
+    """For explain only: the nearest memories that expiry or the metadata filters kept out of
+    every signal, each marked ``expired`` or ``filtered``.
 
-    Filters run inside each signal's SQL, so excluded memories never become candidates;
-    this extra unfiltered KNN shows the caller what the filters cost them.
+    Both run inside each signal's SQL, so excluded memories never become candidates; this
+    extra unfiltered KNN shows the caller what they cost.
     """
-    unfiltered = db.knn_memories(conn, prepared.embedding, request.scope, request.internal_limit, "1", [])
+    unfiltered = db.knn_memories(conn, prepared.embedding, request.scope, request.internal_limit, "1", [], None)
     excluded = [(rowid, distance) for rowid, distance in unfiltered if rowid not in signals.distances]
     rows = db.memories_by_rowid(conn, [rowid for rowid, _ in excluded])
     return [
-        DroppedCandidate(rows[rowid].id, rows[rowid].text, scoring.similarity_from_distance(distance), "filtered")
+        DroppedCandidate(
+            rows[rowid].id, rows[rowid].text, scoring.similarity_from_distance(distance),
+            "expired" if request.live_on and is_expired(rows[rowid].expiration_date, request.live_on) else "filtered",
+        )
         for rowid, distance in excluded
     ]
-
-
-def to_memory(row: db.MemoryRow) -> Memory:
-    """The public view of a stored row ('' scope ids become ``None``)."""
-    return Memory(
-        id=row.id,
-        text=row.text,
-        user_id=row.user_id or None,
-        agent_id=row.agent_id or None,
-        run_id=row.run_id or None,
-        actor_id=row.actor_id,
-        role=row.role,
-        metadata=row.metadata,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        expiration_date=row.expiration_date,
-    )

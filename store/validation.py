@@ -10,18 +10,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import logging
 import math
 import re
 import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, shown
+from .records import SCOPE_KEYS
 
-log = logging.getLogger(__name__)
 
-SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 MAX_ID_CHARS = 256
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -42,10 +40,13 @@ def check_id(value: Any, name: str) -> str:
     value = check_utf8(value.strip(), name)
     if not value:
         raise InvalidArgument(f"{name} must not be empty; omit it instead")
+    if len(value) > MAX_ID_CHARS:  # before any message quotes it
+        raise InvalidArgument(
+            f"{name} has {len(value)} characters, more than the limit of {MAX_ID_CHARS}; use a short id "
+            "such as 'ana_lopez'"
+        )
     if any(ch.isspace() for ch in value) or "\x00" in value:
-        raise InvalidArgument(f"{name}={value!r} contains whitespace; use an id without spaces, e.g. 'ana_lopez'")
-    if len(value) > MAX_ID_CHARS:
-        raise InvalidArgument(f"{name} is longer than {MAX_ID_CHARS} characters")
+        raise InvalidArgument(f"{name}={shown(value)} contains whitespace; use an id without spaces, e.g. 'ana_lopez'")
     return value
 
 
@@ -58,8 +59,18 @@ def check_scope(user_id: Any = None, agent_id: Any = None, run_id: Any = None) -
     return scope
 
 
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
+"""Control, format (zero-width), surrogate, private-use, unassigned and blank characters."""
+
+
+def has_visible_character(text: str) -> bool:
+    """Whether any character would show on screen: a text of only NUL, zero-width spaces or
+    control characters embeds to noise, matches nothing by keyword and reads as nothing."""
+    return any(unicodedata.category(ch) not in INVISIBLE_CATEGORIES for ch in text)
+
+
 def check_text(text: Any, max_chars: int, what: str = "text") -> str:
-    """Memory text: a non-blank string no longer than ``max_chars``."""
+    """Memory text: a string with at least one visible character, no longer than ``max_chars``."""
     if not isinstance(text, str):
         raise InvalidArgument(f"{what} must be a string, got {type(text).__name__}")
     check_utf8(text, what)
@@ -69,6 +80,10 @@ def check_text(text: Any, max_chars: int, what: str = "text") -> str:
         raise InvalidArgument(
             f"{what} has {len(text)} characters, more than the limit of {max_chars}; split it into smaller facts"
         )
+    if not has_visible_character(text):
+        raise InvalidArgument(
+            f"{what} has no visible character (only control, zero-width or blank ones); send words"
+        )
     return text
 
 
@@ -77,11 +92,17 @@ def check_query(query: Any, max_chars: int) -> str:
     return check_text(query, max_chars, "query")
 
 
+def scope_keys_in(metadata: Any) -> list[str]:
+    """The scope keys a metadata object holds (``check_metadata`` drops them)."""
+    return [key for key in SCOPE_KEYS if isinstance(metadata, Mapping) and key in metadata]
+
+
 def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
-    """A JSON object of bounded size; scope keys inside it are ignored, never applied.
+    """A JSON object of bounded size; scope keys inside it are dropped, never applied.
 
     Dropping (rather than honouring) ``user_id`` and friends here stops a caller from
-    writing into another scope through metadata.
+    writing into another scope through metadata; ``scope_keys_in`` names them, so the
+    caller is told.
     """
     if metadata is None:
         return {}
@@ -90,9 +111,8 @@ def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
     cleaned = {}
     for key, value in metadata.items():
         if not isinstance(key, str) or not key.strip():
-            raise InvalidArgument(f"metadata keys must be non-empty strings, got {key!r}")
+            raise InvalidArgument(f"metadata keys must be non-empty strings, got {shown(key)}")
         if key in SCOPE_KEYS:
-            log.warning("ignoring scope key %r inside metadata; pass it as a scope argument", key)
             continue
         cleaned[key] = value
     try:
@@ -105,40 +125,56 @@ def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
     return cleaned
 
 
-def check_expiration(value: Any) -> str | None:
-    """``YYYY-MM-DD``: the memory is hidden from the day after."""
+def check_expiration(value: Any, today: str) -> str | None:
+    """``YYYY-MM-DD``, today (UTC, ``today``) or later: the memory is hidden from the day after.
+
+    A past date would store a memory that no read shows, so it is refused.
+    """
     if value is None:
         return None
     if not isinstance(value, str) or not _DATE.fullmatch(value.strip()):
-        raise InvalidArgument(f"expiration_date must look like 2026-12-31, got {value!r}")
+        raise InvalidArgument(f"expiration_date must look like 2026-12-31, got {shown(value)}")
     try:
-        return dt.date.fromisoformat(value.strip()).isoformat()
+        date = dt.date.fromisoformat(value.strip()).isoformat()
     except ValueError:
-        raise InvalidArgument(f"expiration_date {value!r} is not a real calendar date") from None
+        raise InvalidArgument(f"expiration_date {shown(value)} is not a real calendar date") from None
+    if date < today:
+        raise InvalidArgument(
+            f"expiration_date {date} is in the past (today is {today}, UTC), so the memory would be hidden at once; "
+            "send today or a later date, or omit it"
+        )
+    return date
 
 
 def check_top_k(top_k: Any, maximum: int) -> int:
     """A result count from 1 to ``maximum``."""
     if isinstance(top_k, bool) or not isinstance(top_k, int):
-        raise InvalidArgument(f"top_k must be an integer, got {top_k!r}")
+        raise InvalidArgument(f"top_k must be an integer, got {shown(top_k)}")
     if not 1 <= top_k <= maximum:
-        raise InvalidArgument(f"top_k must be between 1 and {maximum}, got {top_k}")
+        raise InvalidArgument(f"top_k must be between 1 and {maximum}, got {shown(top_k)}")
     return top_k
 
 
+MAX_SQL_INTEGER = 2**63 - 1
+"""SQLite integers are 64-bit: a larger offset cannot even be bound."""
+
+
 def check_offset(offset: Any) -> int:
-    """A non-negative page offset."""
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidArgument(f"offset must be a non-negative integer, got {offset!r}")
+    """A page offset from 0 to SQLite's largest integer."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_SQL_INTEGER:
+        raise InvalidArgument(
+            f"offset must be a whole number from 0 to {MAX_SQL_INTEGER}, got {shown(offset)}; "
+            "use next_offset from the last page"
+        )
     return offset
 
 
 def check_threshold(threshold: Any) -> float:
     """The semantic gate, a similarity from 0 to 1."""
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold):
-        raise InvalidArgument(f"threshold must be a number between 0 and 1, got {threshold!r}")
+        raise InvalidArgument(f"threshold must be a number between 0 and 1, got {shown(threshold)}")
     if not 0.0 <= threshold <= 1.0:
-        raise InvalidArgument(f"threshold must be between 0 and 1, got {threshold}; 0.1 is a good default")
+        raise InvalidArgument(f"threshold must be between 0 and 1, got {shown(threshold)}; 0.1 is a good default")
     return float(threshold)
 
 

@@ -114,11 +114,12 @@ def test_stage_clock_times_a_real_search_and_restores_the_engine(engine: Engine)
     engine.add("Ana is allergic to peanuts", user_id="ana")
     clock = StageClock()
     embed = engine.embedder.embed_batch
+    knn = store_db.knn_memories
     with clock.active(engine, SEARCH_STAGES):
         engine.search("peanut allergy", user_id="ana")
     parts = clock.reset()
     assert {"query embedding", "lemmatize + entities", "vector KNN", "FTS5"} <= set(parts)
-    assert store_db.knn_memories.__module__ == "store.db" and store_db.knn_memories.__name__ == "knn_memories"
+    assert store_db.knn_memories is knn  # the very function, not a wrapper that copied its name
     assert "embed_batch" not in vars(engine.embedder) and engine.embedder.embed_batch == embed
 
 
@@ -150,3 +151,10 @@ def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
     report.write_section("quality", quality.markdown(run, "python bench/quality.py", "env", Path("x.json")), doc)
     text = doc.read_text()
     assert text.count("<!-- quality:start -->") == 1 and "speed figures" in text and "stale-quality-figures" not in text
+
+
+def test_delete_all_is_timed_on_a_built_scope(config: Config, embedder, nlp, monkeypatch, tmp_path: Path):
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    run = speed.measure_delete_all(config, embedder, nlp, 120)
+    assert run.memories == 120 and run.entities > 0 and run.seconds > 0
+    assert "| 120 |" in speed.delete_table(run)

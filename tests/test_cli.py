@@ -108,6 +108,7 @@ def test_doctor_reports_versions_and_counts(run: Callable, db_path: Path) -> Non
     status = output_json(run("doctor"))
     assert status["binding"] == "apsw" and status["database"] == str(db_path)
     assert {"sqlite", "sqlite_vec", "spacy_tier", "embedding_model"} <= set(status)
+    assert status["embedding_backend"] == "onnx-fp32"
     assert status["counts"]["memories"] == 1
 
 
@@ -143,3 +144,99 @@ def test_check_and_backup_on_a_real_database(run: Callable, tmp_path: Path, conf
     run("backup", str(tmp_path / "copy.db"))
     with engine_factory(config.replace("store", db_path=str(tmp_path / "copy.db"))) as copy:
         assert [m.text for m in copy.list(user_id="default")] == ["Ana lives in Lisbon"]
+
+
+# --- trimem add --file: bulk adds from JSON Lines -----------------------------------------
+
+
+def jsonl(*lines: Any) -> str:
+    return "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+
+
+def test_add_file_adds_every_line_in_its_scope(run: Callable, engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "facts.jsonl"
+    path.write_text(jsonl(
+        {"text": "Ana is allergic to peanuts", "metadata": {"category": "health"}},
+        {"text": "Ana moves to Porto in May", "expiration_date": "2099-06-01"},
+        "",
+        {"text": "Bob likes hiking", "user_id": "bob"},
+        {"text": "ana is allergic to peanuts"},  # the same fact again: a duplicate
+        {"text": "The planner agent prefers mornings", "agent_id": "planner", "metadata": {"x": 1}},
+    ))
+    summary = run("add", "--file", str(path), "--user-id", "ana", "--metadata", '{"source": "import"}')
+    assert output_json(summary) == {"added": 4, "duplicates": 1}
+    assert summary.stdout.count("\n") == 1 and not summary.stderr  # one summary line, no bar off a terminal
+    ana = {m.text: m for m in engine.list(user_id="ana")}
+    assert set(ana) == {"Ana is allergic to peanuts", "Ana moves to Porto in May"}
+    assert ana["Ana is allergic to peanuts"].metadata == {"category": "health"}  # the line's own wins
+    assert ana["Ana moves to Porto in May"].metadata == {"source": "import"}  # else the command's
+    assert ana["Ana moves to Porto in May"].expiration_date == "2099-06-01"
+    assert [m.text for m in engine.list(user_id="bob")] == ["Bob likes hiking"]
+    assert [m.metadata for m in engine.list(agent_id="planner")] == [{"x": 1}]
+    assert engine.search("peanut allergy", user_id="ana")[0].memory.text == "Ana is allergic to peanuts"
+
+
+def test_add_file_reads_stdin_and_uses_the_default_user(run: Callable, engine: Engine) -> None:
+    summary = run("add", "--file", "-", input=jsonl({"text": "Tea, no sugar"}, {"text": "Coffee at 8"}))
+    assert output_json(summary) == {"added": 2, "duplicates": 0}
+    assert {m.text for m in engine.list(user_id="default")} == {"Tea, no sugar", "Coffee at 8"}
+
+
+def test_add_file_writes_one_add_many_call_per_chunk_and_scope(
+    run: Callable, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_server import bulk
+
+    calls: list[tuple[dict, int]] = []
+    add_many = Engine.add_many
+
+    def counting(self: Engine, items: list, **kwargs: Any) -> Any:
+        calls.append(({k: v for k, v in kwargs.items() if v is not None}, len(items)))
+        return add_many(self, items, **kwargs)
+
+    monkeypatch.setattr(bulk, "CHUNK_LINES", 2)
+    monkeypatch.setattr(Engine, "add_many", counting)
+    lines = [{"text": f"Ana fact {i}"} for i in range(5)] + [{"text": "Bob fact", "user_id": "bob"}]
+    lines.insert(1, {"text": "Ana fact with a date", "expiration_date": "2099-01-01"})
+    run("add", "--file", "-", "--user-id", "ana", input=jsonl(*lines))
+    assert calls == [
+        ({"user_id": "ana"}, 2), ({"user_id": "ana"}, 2), ({"user_id": "ana"}, 1),
+        ({"user_id": "ana", "expiration_date": "2099-01-01"}, 1),
+        ({"user_id": "bob"}, 1),
+    ]
+    assert len(engine.list(user_id="ana")) == 6
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "message"),
+    [
+        ("{oops", "line 2: not valid JSON"),
+        ('["Ana likes tea"]', "line 2: must be a JSON object"),
+        ('"Ana likes tea"', "line 2: must be a JSON object"),
+        ('{"metadata": {"a": 1}}', 'line 2: has no "text"'),
+        ('{"text": "   "}', "line 2: text is empty"),
+        ('{"text": 42}', "line 2: text must be a string"),
+        ('{"text": "x", "metadata": "health"}', "line 2: metadata must be a JSON object"),
+        ('{"text": "x", "metdata": {}}', "line 2: unknown key 'metdata'"),
+        ('{"text": "x", "expiration_date": "tomorrow"}', "line 2: expiration_date must look like"),
+        ('{"text": "x", "user_id": "ana lopez"}', "line 2: user_id='ana lopez' contains whitespace"),
+        (b'{"text": "caf\xe9"}', "line 2: is not UTF-8 text"),
+    ],
+)
+def test_add_file_with_a_bad_line_writes_nothing(
+    run: Callable, engine: Engine, tmp_path: Path, bad_line: str | bytes, message: str
+) -> None:
+    path = tmp_path / "facts.jsonl"
+    path.write_bytes(b'{"text": "Ana likes tea"}\n' + (bad_line if isinstance(bad_line, bytes) else bad_line.encode())
+                     + b'\n{"text": "Ana likes cake"}\n')
+    result = run("add", "--file", str(path), ok=False)
+    assert result.exit_code == 1
+    error = result.output.strip()
+    assert error.startswith("Error: " + message) and "\n" not in error and "Traceback" not in error
+    assert engine.list(user_id="default") == []
+
+
+def test_add_takes_text_or_file(run: Callable, tmp_path: Path) -> None:
+    (tmp_path / "facts.jsonl").write_text(jsonl({"text": "x"}))
+    assert run("add", ok=False).exit_code == 2
+    assert run("add", "Ana likes tea", "--file", str(tmp_path / "facts.jsonl"), ok=False).exit_code == 2

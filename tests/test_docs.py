@@ -22,6 +22,7 @@ GENERATED = ["docs/cli.md", "docs/tools.md", "docs/python-api.md"]
 # Engine method → (CLI command, MCP tool); None where that surface deliberately lacks it.
 SERVED = {
     "add": ("add", "add_memory"),
+    "add_many": ("add", None),  # trimem add --file: bulk imports are for the machine's owner
     "search": ("search", "search_memory"),
     "explain": ("search", "explain_search"),  # trimem search --explain
     "get": ("get", "get_memory"),
@@ -36,7 +37,6 @@ SERVED = {
     "backup": ("backup", None),
 }
 NOT_SERVED = {
-    "add_many": "Python API for bulk imports; add covers one text or one conversation",
     "warm_up": "run by trimem serve's lifespan in a background thread",
     "close": "lifecycle; commands and the server close their engine themselves",
 }

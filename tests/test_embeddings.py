@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from store import Engine, load_config
-from store.embeddings import OnnxEmbedder, SentenceTransformerEmbedder, open_embedder
+from store.embeddings import NameVectors, OnnxEmbedder, SentenceTransformerEmbedder, open_embedder
 
 SENTENCES = [
     "hi",
@@ -110,5 +110,37 @@ def test_the_backend_is_a_setting(config, nlp, model_cache: Path):
     assert open_embedder("", "onnx-int8", cache_dir=model_cache, threads=1).backend == "onnx-int8"
     with Engine(config.replace("store", embedding_backend="torch"), nlp=nlp) as engine:
         assert engine.status()["embedding_backend"] == "torch"
-    with pytest.raises(Exception, match="embedding_backend must be one of onnx, onnx-int8, torch"):
+    allowed = "embedding_backend = .tensorflow. is not allowed: use one of onnx, onnx-int8, torch"
+    with pytest.raises(Exception, match=allowed):
         load_config(environ={"TRIMEM_EMBEDDING_BACKEND": "tensorflow"})
+
+
+def test_name_vectors_embed_each_name_once_and_forget_the_least_recent(embedder: OnnxEmbedder):
+    seen: list[list[str]] = []
+
+    class Counting:
+        name, dimension, backend = embedder.name, embedder.dimension, embedder.backend
+
+        def embed_batch(self, texts):  # noqa: ANN001, ANN202
+            seen.append(list(texts))
+            return embedder.embed_batch(texts)
+
+    names = NameVectors(Counting(), size=2)
+    first = names.embed(["caroline", "melanie", "caroline"])
+    assert seen == [["caroline", "melanie"]]
+    assert np.allclose(first, embedder.embed_batch(["caroline", "melanie", "caroline"]), atol=1e-6)
+    names.embed(["melanie"])
+    assert seen[-1] == []  # remembered: no name reached the model
+    names.embed(["lisbon"])  # over the size: caroline, the least recently used, goes
+    names.embed(["caroline", "melanie"])
+    assert seen[-1] == ["caroline"]
+    assert names.embed([]).shape == (0, 384)
+
+
+def test_int8_weights_stay_close_to_the_model(embedder: OnnxEmbedder, tmp_path: Path):
+    """The int8 option: exported and verified like fp32, vectors within its documented distance."""
+    int8 = OnnxEmbedder(cache_dir=tmp_path / "cache", int8=True)
+    vectors = int8.embed_batch(SENTENCES)
+    assert int8.backend == "onnx-int8" and vectors.shape == (len(SENTENCES), 384)
+    assert np.sum(vectors * embedder.embed_batch(SENTENCES), axis=1).min() >= 0.98
+    assert len(list((tmp_path / "cache").glob("*-int8.onnx"))) == 1

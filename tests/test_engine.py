@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import apsw
 import pytest
 
 from store import Engine, InvalidArgument, MemoryInput, NotFound, SchemaMismatch
+from store import connection
 from store import db as store_db
 from store.config import load_config
 
@@ -51,6 +53,32 @@ def test_duplicates_inside_one_batch_are_stored_once(engine: Engine) -> None:
     results = engine.add_many([MemoryInput("Tea, no sugar"), MemoryInput("tea,  no sugar")], user_id="ana")
     assert [r.event for r in results] == ["ADD", "DUPLICATE"]
     assert results[0].memory.id == results[1].memory.id
+
+
+@pytest.mark.parametrize("as_messages", [False, True])
+def test_a_batch_is_one_nlp_pass_two_model_batches_and_one_transaction(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, as_messages: bool
+) -> None:
+    calls: list[str] = []
+
+    def counted(name: str, function):  # type: ignore[no-untyped-def]
+        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append(name)
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(engine.nlp, "analyze_batch", counted("nlp", engine.nlp.analyze_batch))
+    monkeypatch.setattr(engine.embedder, "embed_batch", counted("embed", engine.embedder.embed_batch))
+    monkeypatch.setattr(connection, "write_transaction", counted("transaction", connection.write_transaction))
+    texts = ["Ana flew to Tokyo with Delta", "Ana met Kenji in Kyoto", "Kenji teaches judo", "ana met kenji in kyoto"]
+    if as_messages:
+        results = engine.add([{"role": "user", "content": text} for text in texts], user_id="ana")
+    else:
+        results = engine.add_many([MemoryInput(text) for text in texts], user_id="ana")
+    assert [r.event for r in results] == ["ADD", "ADD", "ADD", "DUPLICATE"]
+    # the texts embed beside the NLP pass, their entity names after it; then one transaction
+    assert sorted(calls[:3]) == ["embed", "embed", "nlp"] and calls[3:] == ["transaction"]
 
 
 def test_messages_become_one_memory_each_and_system_is_skipped(engine: Engine) -> None:
@@ -133,11 +161,12 @@ def test_list_is_newest_first_and_paginates(engine: Engine) -> None:
         engine.list(user_id="ana", offset=-1)
 
 
-def test_expired_memories_are_hidden_unless_asked_for(engine: Engine) -> None:
-    yesterday = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)).isoformat()
-    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
-    engine.add("Ana's parking permit is valid", user_id="ana", expiration_date=yesterday)
-    engine.add("Ana's gym pass is valid", user_id="ana", expiration_date=today)
+def test_expired_memories_are_hidden_unless_asked_for(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    today = dt.datetime.now(dt.timezone.utc).date()
+    engine.add("Ana's parking permit is valid", user_id="ana", expiration_date=today.isoformat())
+    engine.add("Ana's gym pass is valid", user_id="ana", expiration_date=(today + dt.timedelta(days=1)).isoformat())
+    # A past date is refused at add time, so move the clock instead: tomorrow the permit has expired.
+    monkeypatch.setattr("store.retrieval.today", lambda: (today + dt.timedelta(days=1)).isoformat())
     assert [m.text for m in engine.list(user_id="ana")] == ["Ana's gym pass is valid"]
     assert len(engine.list(user_id="ana", show_expired=True)) == 2
     hits = engine.search("is the parking permit valid", user_id="ana", threshold=0)
@@ -226,17 +255,23 @@ def test_a_failure_mid_write_leaves_no_partial_rows(engine: Engine, monkeypatch:
     assert engine.add("Ana flew to Tokyo with Delta", user_id="ana")[0].event == "ADD"
 
 
-def test_schema_refuses_another_embedding_dimension(engine: Engine, config) -> None:
-    class Wide:
-        name = "wide-model"
-        dimension = 768
-
-        def embed_batch(self, texts):  # pragma: no cover - never reached
-            raise AssertionError
-
+@pytest.mark.parametrize(
+    ("name", "dimension", "said"),
+    [
+        ("wide-model", 768, ["384-dimensional"]),
+        # the same size is no excuse: the vectors of two models cannot be compared
+        ("paraphrase-MiniLM-L6-v2", 384,
+         ["'all-MiniLM-L6-v2'", "'paraphrase-MiniLM-L6-v2'", "trimem reembed", "another database file"]),
+    ],
+)
+def test_a_database_built_with_another_model_is_refused(
+    engine: Engine, config, name: str, dimension: int, said: list[str]
+) -> None:
+    other = types.SimpleNamespace(name=name, dimension=dimension, embed_batch=None)
     engine.close()
-    with pytest.raises(SchemaMismatch, match="384-dimensional"):
-        Engine(config, embedder=Wide(), nlp=engine.nlp)
+    with pytest.raises(SchemaMismatch) as refused:
+        Engine(config, embedder=other, nlp=engine.nlp)
+    assert all(part in str(refused.value) for part in said), str(refused.value)
 
 
 def test_status_reports_versions_models_and_counts(engine: Engine) -> None:

@@ -68,11 +68,12 @@ async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
     bob_hits = (await call(client, "search_memory", query="Where does Ana live?", user_id="bob"))["results"]
     assert [hit["id"] for hit in bob_hits] == [bob["memory"]["id"]]
 
-    explained = await call(client, "explain_search", query="Marta in Madrid", top_k=1)
+    explained = await call(client, "explain_search", query="Marta in Madrid", top_k=1, filters={"topic": "family"})
     assert explained["results"][0]["text"] == "Ana's sister Marta lives in Madrid"
     assert "madrid" in explained["analysis"]["entities"]
     assert explained["results"][0]["entity_match"] is not None
-    assert explained["dropped_total"] >= len(explained["dropped"])
+    assert [(d["text"], d["reason"]) for d in explained["dropped"]] == [("Ana moved to Lisbon in 2023", "filtered")]
+    assert explained["dropped_total"] == 1
 
     await call(client, "update_memory", memory_id=ana["id"], text="Ana moved to Porto in 2025")
     await call(client, "delete_memory", memory_id=ana["id"])

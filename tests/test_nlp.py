@@ -1,4 +1,7 @@
-"""Tests for store.nlp: BM25 lemmas and entity extraction.
+"""Tests for store.nlp and its rules (store.terms, store.entities): BM25 terms and entities.
+
+Everything goes through the two entry points the engine uses: ``analyze_query`` (search)
+and ``analyze_batch`` (writes).
 
 The real spaCy pipeline is loaded once per session by the ``nlp`` fixture in
 conftest.py (a few seconds); the blank tier is loaded once per module.
@@ -16,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from store.errors import ModelUnavailable
-from store.nlp import BLANK, MAX_CHARS, NLP, SPACY_MAX_CHARS, Analysis, Entity, normalize_entity
+from store.entities import MAX_ENTITIES, Entity, normalize_entity
+from store.nlp import BLANK, MAX_CHARS, NLP, SPACY_MAX_CHARS, Analysis
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +50,11 @@ def blank() -> NLP:
 
 
 def terms(nlp: NLP, text: str) -> list[str]:
-    return nlp.lemmatize_for_bm25(text).split()
+    return nlp.analyze_query(text).lemmatized.split()
+
+
+def entities(nlp: NLP, text: str) -> tuple[Entity, ...]:
+    return nlp.analyze_query(text).entities
 
 
 def by_norm(entities: tuple[Entity, ...]) -> dict[str, Entity]:
@@ -56,8 +64,9 @@ def by_norm(entities: tuple[Entity, ...]) -> dict[str, Entity]:
 # --------------------------------------------------------------------------- #
 # Loading
 # --------------------------------------------------------------------------- #
-def test_import_does_not_import_spacy() -> None:
-    code = "import sys, store.nlp; print('spacy' in sys.modules)"
+@pytest.mark.parametrize("module", ["store.nlp", "store.entities", "store.terms"])
+def test_import_does_not_import_spacy(module: str) -> None:
+    code = f"import sys, {module}; print('spacy' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=60
     )
@@ -117,17 +126,19 @@ def test_cjk_gets_character_bigrams(nlp: NLP) -> None:
     assert "北京" in t and "北" in t
 
 
-def test_lemmatize_matches_analyze(nlp: NLP) -> None:
-    text = "Alice was attending the Kubernetes meetup in Berlin."
-    assert nlp.lemmatize_for_bm25(text) == nlp.analyze(text).lemmatized
-    assert nlp.extract_entities(text) == nlp.analyze(text).entities
+@pytest.mark.parametrize(
+    "text", ["Alice was attending the Kubernetes meetup in Berlin.", "we are meeting at the pizza place", "Ran"]
+)
+def test_terms_only_query_keeps_the_terms(nlp: NLP, text: str) -> None:
+    full = nlp.analyze_query(text)
+    assert nlp.analyze_query(text, entities=False) == Analysis(full.lemmatized, ())
 
 
 # --------------------------------------------------------------------------- #
 # Entities
 # --------------------------------------------------------------------------- #
 def test_named_entities_with_types(nlp: NLP) -> None:
-    ents = by_norm(nlp.extract_entities("Alice moved to Paris to work at Google"))
+    ents = by_norm(entities(nlp, "Alice moved to Paris to work at Google"))
     assert {"alice", "paris", "google"} <= set(ents)
     # The small model sometimes calls a bare sentence-initial name an ORG.
     assert ents["alice"].entity_type in {"PERSON", "ORG", "proper_noun"}
@@ -137,36 +148,36 @@ def test_named_entities_with_types(nlp: NLP) -> None:
 
 
 def test_entities_in_order_of_appearance(nlp: NLP) -> None:
-    ents = nlp.extract_entities("Alice moved to Paris to work at Google")
+    ents = entities(nlp, "Alice moved to Paris to work at Google")
     names = [e.normalized for e in ents if e.normalized in {"alice", "paris", "google"}]
     assert names == ["alice", "paris", "google"]
 
 
 def test_quoted_text(nlp: NLP) -> None:
-    ents = by_norm(nlp.extract_entities('He kept saying "never give up" all week.'))
+    ents = by_norm(entities(nlp, 'He kept saying "never give up" all week.'))
     assert ents["never give up"].entity_type == "quoted_text"
     assert ents["never give up"].text == "never give up"
 
 
 def test_dotted_identifiers(nlp: NLP) -> None:
-    ents = by_norm(nlp.extract_entities("Call sqlite_vec.load before v2.3.0 reads config.toml, e.g. at 3.14 pm."))
+    ents = by_norm(entities(nlp, "Call sqlite_vec.load before v2.3.0 reads config.toml, e.g. at 3.14 pm."))
     for ident in ("sqlite_vec.load", "v2.3.0", "config.toml"):
         assert ents[ident].entity_type == "identifier"
     assert "e.g" not in ents and "e.g." not in ents and "3.14" not in ents
 
 
 def test_noun_compound_topic(nlp: NLP) -> None:
-    ents = by_norm(nlp.extract_entities("I have been studying machine learning for months."))
+    ents = by_norm(entities(nlp, "I have been studying machine learning for months."))
     assert ents["machine learning"].entity_type == "noun_compound"
 
 
 def test_generic_words_filtered(nlp: NLP) -> None:
-    assert nlp.extract_entities("I did some things today and had a great time with many people.") == ()
-    assert nlp.extract_entities("Tips: the best way to learn is practice.") == ()
+    assert entities(nlp, "I did some things today and had a great time with many people.") == ()
+    assert entities(nlp, "Tips: the best way to learn is practice.") == ()
 
 
 def test_dedup_by_normalized_text(nlp: NLP) -> None:
-    ents = nlp.extract_entities('Google is big. I love Google. Ask "google" again, Google!')
+    ents = entities(nlp, 'Google is big. I love Google. Ask "google" again, Google!')
     norms = [e.normalized for e in ents]
     assert norms.count("google") == 1
     assert len(norms) == len(set(norms))
@@ -174,7 +185,7 @@ def test_dedup_by_normalized_text(nlp: NLP) -> None:
 
 
 def test_bank_of_america_is_one_name_and_people_stay_separate(nlp: NLP) -> None:
-    ents = by_norm(nlp.extract_entities("Yesterday Alice and Bob visited the Bank of America in New York."))
+    ents = by_norm(entities(nlp, "Yesterday Alice and Bob visited the Bank of America in New York."))
     assert {"alice", "bob", "bank of america"} <= set(ents)
     assert "alice and bob" not in ents
 
@@ -184,9 +195,9 @@ def test_bank_of_america_is_one_name_and_people_stay_separate(nlp: NLP) -> None:
 # --------------------------------------------------------------------------- #
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_input_never_raises(nlp: NLP, text: str) -> None:
-    a = nlp.analyze(text)
+    a = nlp.analyze_query(text)
     assert all(t.isalnum() for t in a.lemmatized.split())
-    assert " " not in a.lemmatized.strip() or "  " not in a.lemmatized
+    assert a.lemmatized == " ".join(a.lemmatized.split())  # single spaces, none at the ends
     for e in a.entities:
         assert e.text and "\x00" not in e.text and e.normalized == normalize_entity(e.text)
 
@@ -198,26 +209,40 @@ def test_fts_syntax_yields_only_plain_terms(nlp: NLP) -> None:
 
 
 def test_non_string_input_is_empty(nlp: NLP) -> None:
-    assert nlp.analyze(None) == Analysis("", ())  # type: ignore[arg-type]
+    assert nlp.analyze_query(None) == Analysis("", ())  # type: ignore[arg-type]
 
 
 def test_huge_text_is_capped_but_tail_still_searchable(nlp: NLP) -> None:
     head = "Alice met Bob in Paris. " * ((SPACY_MAX_CHARS // 24) + 10)
     text = head + "zebracorn " + "y" * (200_000 - len(head))
     assert len(text) > MAX_CHARS
-    a = nlp.analyze(text)
+    a = nlp.analyze_query(text)
     t = a.lemmatized.split()
     assert all(x.isalnum() for x in t)
     assert "zebracorn" in t  # past the spaCy cap, before MAX_CHARS
     assert {"alice", "paris"} <= {e.normalized for e in a.entities}
 
 
-def test_batch_matches_single(nlp: NLP) -> None:
-    texts = ["Alice moved to Paris.", "", "we are meeting at sqlite_vec.load", "😀", "Bob likes Rust"]
+@pytest.mark.parametrize("pipeline", ["nlp", "blank"])
+def test_write_path_matches_query_path(pipeline: str, request: pytest.FixtureRequest) -> None:
+    """A memory and a query with the same text get the same terms and entities."""
+    nlp = request.getfixturevalue(pipeline)
+    texts = ["Alice moved to Paris.", "", "we are meeting at sqlite_vec.load", "😀", "Bob likes Rust", *HOSTILE]
     batch = nlp.analyze_batch(texts)
-    assert batch == [nlp.analyze(t) for t in texts]
+    assert batch == [nlp.analyze_query(t) for t in texts]
     assert batch[1] == Analysis("", ())
     assert nlp.analyze_batch([]) == []
+
+
+def test_lean_query_path_matches_the_write_path_on_real_questions(nlp: NLP) -> None:
+    """The query path batches the cased and lower-cased docs its own way; the result must not move.
+
+    ``python bench/nlp_parity.py compare`` checks all 999 dev questions against a snapshot.
+    """
+    from bench.nlp_parity import questions
+
+    sample = questions()[::10]
+    assert [nlp.analyze_query(q) for q in sample] == nlp.analyze_batch(sample)
 
 
 # --------------------------------------------------------------------------- #
@@ -225,7 +250,9 @@ def test_batch_matches_single(nlp: NLP) -> None:
 # --------------------------------------------------------------------------- #
 def test_blank_tier(blank: NLP) -> None:
     assert blank.tier == BLANK
-    a = blank.analyze("Yesterday I met Bob in Paris at the Bank of America to discuss config.toml and \"Project X\".")
+    a = blank.analyze_query(
+        "Yesterday I met Bob in Paris at the Bank of America to discuss config.toml and \"Project X\"."
+    )
     t = a.lemmatized.split()
     assert {"met", "bob", "paris", "bank", "america"} <= set(t)
     assert "the" not in t and "." not in t
@@ -239,7 +266,7 @@ def test_blank_tier(blank: NLP) -> None:
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_blank_tier_hostile(blank: NLP, text: str) -> None:
-    a = blank.analyze(text)
+    a = blank.analyze_query(text)
     assert all(t.isalnum() for t in a.lemmatized.split())
 
 
@@ -250,7 +277,7 @@ def test_concurrent_first_use_loads_once() -> None:
 
     def work() -> None:
         try:
-            results.append(engine.analyze("Carol flew to Lisbon with Dave."))
+            results.append(engine.analyze_query("Carol flew to Lisbon with Dave."))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -265,16 +292,14 @@ def test_concurrent_first_use_loads_once() -> None:
 
 
 def test_entity_count_is_bounded(nlp: NLP) -> None:
-    from store.nlp import MAX_ENTITIES
-
     text = " ".join(f"see file{i}.txt now." for i in range(MAX_ENTITIES + 50))
-    ents = nlp.extract_entities(text)
+    ents = entities(nlp, text)
     assert len(ents) == MAX_ENTITIES
     assert ents[0].text == "file0.txt"
 
 
 def test_dates_are_not_entities(nlp: NLP) -> None:
-    ents = by_norm(nlp.extract_entities("We fly to Japan in April and call Mom on Sunday."))
+    ents = by_norm(entities(nlp, "We fly to Japan in April and call Mom on Sunday."))
     assert "japan" in ents
     assert "april" not in ents and "sunday" not in ents
 
@@ -284,22 +309,21 @@ def test_dates_are_not_entities(nlp: NLP) -> None:
     [("order number A1B2", "A1B2"), ("Ticket INC-4521 is still open", "INC-4521"), ("Invoice ZX81 was paid", "ZX81")],
 )
 def test_letter_digit_codes_are_identifiers(nlp: NLP, text: str, code: str) -> None:
-    entities = {e.text: e.entity_type for e in nlp.extract_entities(text)}
-    assert entities.get(code) == "identifier"
+    types = {e.text: e.entity_type for e in entities(nlp, text)}
+    assert types.get(code) == "identifier"
 
 
 def test_quantities_and_ordinals_are_not_codes(nlp: NLP) -> None:
-    assert nlp.extract_entities("I met her on the 3rd at 4pm in the 1990s") == ()
+    assert entities(nlp, "I met her on the 3rd at 4pm in the 1990s") == ()
 
 
 def test_a_topic_does_not_swallow_the_name_inside_it(nlp: NLP) -> None:
-    entities = {e.normalized for e in nlp.extract_entities("Google contract")}
-    assert "google" in entities
+    assert "google" in {e.normalized for e in entities(nlp, "Google contract")}
 
 
 def test_a_name_that_opens_the_sentence_is_an_entity(nlp: NLP) -> None:
-    assert "ana" in {e.normalized for e in nlp.extract_entities("Ana works as a nurse at the hospital")}
-    assert "yesterday" not in {e.normalized for e in nlp.extract_entities("Yesterday we went home")}
+    assert "ana" in {e.normalized for e in entities(nlp, "Ana works as a nurse at the hospital")}
+    assert "yesterday" not in {e.normalized for e in entities(nlp, "Yesterday we went home")}
 
 
 @pytest.mark.parametrize(
@@ -312,4 +336,4 @@ def test_a_name_that_opens_the_sentence_is_an_entity(nlp: NLP) -> None:
     ],
 )
 def test_chat_greetings_and_speaker_labels_do_not_make_entities(nlp: NLP, text: str, expected: set[str]) -> None:
-    assert {e.normalized for e in nlp.extract_entities(text)} == expected
+    assert {e.normalized for e in entities(nlp, text)} == expected

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from store import Engine, InvalidArgument, NotFound
-from store import db as dbmod
+from store import connection
 from store.maintenance import check as check_connection
 
 sys.path.insert(0, str(Path(__file__).parent / "stress"))
@@ -44,6 +44,25 @@ FACTS = [
 
 def _fill(engine: Engine, user: str = "ana") -> list[str]:
     return [engine.add(text, user_id=user)[0].memory.id for text in FACTS]
+
+
+@pytest.fixture(scope="module")
+def filled_file(tmp_path_factory: pytest.TempPathFactory, embedder, nlp) -> Path:  # noqa: ANN001
+    """A database holding ``FACTS``, written once per module (closing it checkpoints the WAL)."""
+    from store import load_config
+
+    path = tmp_path_factory.mktemp("filled") / "filled.db"
+    with Engine(load_config(environ={}).replace("store", db_path=str(path)), embedder=embedder, nlp=nlp) as engine:
+        _fill(engine)
+    return path
+
+
+@pytest.fixture
+def filled(filled_file: Path, config, engine_factory) -> Iterator[Engine]:  # noqa: ANN001
+    """An engine on a fresh copy of ``filled_file``, to damage at will."""
+    shutil.copy(filled_file, config.database)
+    with engine_factory(config) as engine:
+        yield engine
 
 
 def _snapshot(engine: Engine, user: str = "ana") -> list[tuple[str, str]]:
@@ -106,8 +125,8 @@ DAMAGE = {
 
 
 @pytest.mark.parametrize("name", sorted(DAMAGE))
-def test_check_names_each_damage_and_repair_rebuilds_it(engine: Engine, name: str) -> None:
-    _fill(engine)
+def test_check_names_each_damage_and_repair_rebuilds_it(filled: Engine, name: str) -> None:
+    engine = filled
     before = _snapshot(engine)
     engine._conn.execute(DAMAGE[name])
 
@@ -144,7 +163,7 @@ def test_repair_reports_what_it_did(engine: Engine) -> None:
 
 
 def test_check_reports_a_foreign_database_and_a_damaged_file(tmp_path: Path, engine: Engine) -> None:
-    foreign = dbmod.connect(tmp_path / "other.db")
+    foreign = connection.connect(tmp_path / "other.db")
     foreign.execute("CREATE TABLE notes(x)")
     assert [v.check for v in check_connection(foreign)] == ["schema"]
     foreign.close()
@@ -163,7 +182,7 @@ def test_check_reports_a_foreign_database_and_a_damaged_file(tmp_path: Path, eng
         handle.seek(4096 * 6)
         handle.write(b"\xde\xad\xbe\xef" * 2048)
     conn = apsw.Connection(str(damaged))
-    dbmod.connection_sqlite_vec(conn)
+    connection.connection_sqlite_vec(conn)
     violations = check_connection(conn)
     assert violations and violations[0].check == "integrity", violations
 
@@ -439,7 +458,7 @@ def _visible(written: dict[str, str], scope: dict[str, str]) -> bool:
 @pytest.mark.parametrize("pool", ["semantic", "union"])
 def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp, tmp_path: Path) -> None:  # noqa: ANN001
     runs = iter(range(10**6))
-    reads = {"n": 0}
+    reads = {"n": 0, "with_results": 0}
 
     class Isolation(RuleBasedStateMachine):
         """Random adds, updates and deletes in random scopes; every read is checked against its scope."""
@@ -457,6 +476,7 @@ def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp,
 
         def _check(self, memories, scope: dict[str, str]) -> None:  # noqa: ANN001
             reads["n"] += 1
+            reads["with_results"] += bool(memories)
             for memory in memories:
                 assert _inside(memory, scope), f"{memory} leaked into a read of {scope}"
 
@@ -481,7 +501,8 @@ def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp,
             if not self.memories:
                 return
             memory_id = pick.choice(sorted(self.memories))
-            visible = _visible(self.memories[memory_id], scope)
+            written = self.memories[memory_id]
+            visible = _visible(written, scope)
             try:
                 memory = self.engine.get(memory_id, **scope)
                 self._check([memory], scope)
@@ -495,6 +516,8 @@ def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp,
             if not self.memories:
                 return
             memory_id = pick.choice(sorted(self.memories))
+            written = self.memories[memory_id]
+            visible = _visible(written, scope)
             try:
                 if pick.random() < 0.5:
                     self._check([self.engine.update(memory_id, text=" ".join(words) + " changed", **scope)], scope)
@@ -502,11 +525,14 @@ def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp,
                     self._check([self.engine.delete(memory_id, **scope)], scope)
                     del self.memories[memory_id]
             except NotFound:
-                pass  # not in this scope: the write must not happen, which the reads above would catch
+                assert not visible, f"memory {memory_id} of {written} hidden from {scope}"
             except InvalidArgument as exc:
-                assert "already stored" in str(exc)
+                assert visible and "already stored" in str(exc)
+            else:
+                assert visible, f"memory {memory_id} of {written} written through {scope}"
 
     run_state_machine_as_test(
         Isolation, settings=settings(max_examples=ISOLATION_RUNS, stateful_step_count=ISOLATION_STEPS, **SETTINGS)
     )
+    assert reads["with_results"] > 0, "no read returned anything, so no read was checked"
     print(f"\nscope isolation ({pool}): {ISOLATION_RUNS} runs x ≤{ISOLATION_STEPS} steps, {reads['n']} checked reads")

@@ -187,7 +187,9 @@ def test_union_pool_scores_keyword_hits_outside_the_overfetch(engine: Engine) ->
         user_id="ana",
     )
     tight = dataclasses.replace(engine.config.search, overfetch_factor=1, overfetch_minimum=1)
-    prepared = retrieval.prepare("weekly groceries ZX81", engine.nlp, engine.embedder, tight)
+    prepared = retrieval.prepare(
+        "weekly groceries ZX81", engine.nlp, engine.embedder, engine._names, tight, engine._side
+    )
     invoice = engine._conn.execute("SELECT rowid FROM memories WHERE text LIKE 'Invoice%'").fetchone()[0]
     pools = {}
     for pool in ("semantic", "union"):

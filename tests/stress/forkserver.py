@@ -145,7 +145,7 @@ def zygote() -> None:
     embedder = open_embedder(store.embedding_model, store.embedding_backend, cache_dir=config.model_cache_dir, threads=1)
     nlp = NLP(config.store.spacy_pipeline or None)
     embedder.embed_batch(["warm up"])
-    nlp.analyze("Alice warmed up in Paris")
+    nlp.analyze_query("Alice warmed up in Paris")
     _say("loaded")
     pending = b""
     children: set[int] = set()

@@ -1,0 +1,120 @@
+"""``trimem add --file``: memories from JSON Lines, checked in full before the first write.
+
+One JSON object per line::
+
+    {"text": "Ana is allergic to peanuts", "metadata": {"category": "health"},
+     "expiration_date": "2027-01-31", "user_id": "ana"}
+
+Only ``text`` is required. A line that names none of ``user_id`` / ``agent_id`` /
+``run_id`` goes to the command's scope; a line without ``metadata`` or
+``expiration_date`` takes the command's ``--metadata`` / ``--expiration-date``. Blank
+lines are skipped. Every line is checked with the engine's own argument checks before
+anything is written, so a bad line (with its number) stops the import with nothing
+stored. Lines are then written per scope in chunks of :data:`CHUNK_LINES`, each chunk
+one ``Engine.add_many`` call: one model batch and one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from store import retrieval
+from store.config import LimitsConfig
+from store.engine import MemoryInput
+from store.errors import InvalidArgument
+from store.validation import SCOPE_KEYS, check_expiration, check_metadata, check_scope, check_text
+
+CHUNK_LINES = 256
+"""Lines per ``add_many`` call: big enough to batch the models well, small enough that a
+running server gets the write lock between chunks and memory stays bounded."""
+
+KEYS = ("text", "metadata", "expiration_date", *SCOPE_KEYS)
+"""The keys a line may have; any other key is refused, so a misspelt one is not lost."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Up to :data:`CHUNK_LINES` checked memories sharing one scope and expiration date."""
+
+    scope: dict[str, str]
+    expiration_date: str | None
+    items: list[MemoryInput]
+
+
+class BadLine(InvalidArgument):
+    """A line that cannot be imported; the message starts with its line number."""
+
+
+def read_lines(
+    lines: Iterable[bytes],
+    *,
+    scope_of: Callable[..., dict[str, str]],
+    metadata: Mapping[str, Any] | None,
+    expiration_date: str | None,
+    limits: LimitsConfig,
+) -> list[tuple[dict[str, str], str | None, MemoryInput]]:
+    """Every non-blank line as (scope, expiration date, memory), checked; raises ``BadLine``.
+
+    ``scope_of(**ids)`` turns the ids a line names (none, for the command's own) into its scope.
+    """
+    today = retrieval.today()
+    parsed = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            parsed.append(_line(raw, number, scope_of, metadata, expiration_date, limits, today))
+        except InvalidArgument as exc:
+            raise BadLine(f"line {number}: {exc}") from None
+    return [entry for entry in parsed if entry is not None]
+
+
+def batches(memories: list[tuple[dict[str, str], str | None, MemoryInput]]) -> Iterator[Batch]:
+    """Group by scope and expiration date (first appearance first), in chunks of CHUNK_LINES."""
+    groups: dict[tuple[tuple[tuple[str, str], ...], str | None], list[MemoryInput]] = {}
+    for scope, expiry, item in memories:
+        groups.setdefault((tuple(sorted(scope.items())), expiry), []).append(item)
+    for (scope_items, expiry), items in groups.items():
+        for start in range(0, len(items), CHUNK_LINES):
+            yield Batch(dict(scope_items), expiry, items[start : start + CHUNK_LINES])
+
+
+def _line(
+    raw: bytes,
+    number: int,
+    scope_of: Callable[..., dict[str, str]],
+    metadata: Mapping[str, Any] | None,
+    expiration_date: str | None,
+    limits: LimitsConfig,
+    today: str,
+) -> tuple[dict[str, str], str | None, MemoryInput] | None:
+    try:
+        text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError:
+        raise InvalidArgument("is not UTF-8 text; save the file as UTF-8") from None
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"not valid JSON ({exc.msg} at column {exc.colno}); "
+                              'write one object per line, e.g. {"text": "Ana likes tea"}') from None
+    except RecursionError:
+        raise InvalidArgument("JSON nested too deeply") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f'must be a JSON object like {{"text": "Ana likes tea"}}, got {type(value).__name__}')
+    unknown = [key for key in value if key not in KEYS]
+    if unknown:
+        raise InvalidArgument(f"unknown key {unknown[0][:40]!r}; a line may have {', '.join(KEYS)}")
+    if "text" not in value:
+        raise InvalidArgument('has no "text"; every line needs the fact to remember')
+    own_scope = {key: value[key] for key in SCOPE_KEYS if key in value}
+    return (
+        check_scope(**scope_of(**own_scope)),
+        check_expiration(value.get("expiration_date", expiration_date), today),
+        MemoryInput(
+            check_text(value["text"], limits.max_text_chars),
+            check_metadata(value.get("metadata", metadata), limits.max_metadata_bytes),
+        ),
+    )

@@ -1,0 +1,398 @@
+"""Opening a database file: connection settings, transactions and the schema's migrations.
+
+The binding is apsw: it bundles a current SQLite with FTS5 and can load sqlite-vec on
+Pythons whose stdlib ``sqlite3`` cannot (macOS system Python, many pyenv builds).
+Row and query statements live in ``store.db``.
+
+Every failure to open a file becomes a ``TrimemError`` that names the file and the way
+out, so neither the CLI nor a tool result ever shows a driver traceback, and a file that
+is not trimem's is never changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import apsw
+import sqlite_vec
+
+from .errors import InvalidArgument, SchemaMismatch, TrimemError
+
+BUSY_TIMEOUT_MS = 10_000
+WRITE_RETRIES = 8
+
+
+# --- settings -------------------------------------------------------------------------
+
+
+def connection_wal(conn: apsw.Connection) -> None:
+    """WAL lets readers carry on while one process writes: several MCP clients share a file."""
+    conn.execute("PRAGMA journal_mode=WAL")
+
+
+def connection_busy_timeout(conn: apsw.Connection) -> None:
+    """Wait for another process's write lock instead of failing with 'database is locked'."""
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+
+
+def connection_foreign_keys(conn: apsw.Connection) -> None:
+    """Link rows vanish with their memory or entity (ON DELETE CASCADE)."""
+    conn.execute("PRAGMA foreign_keys=ON")
+
+
+def connection_synchronous(conn: apsw.Connection) -> None:
+    """NORMAL is durable across application crashes in WAL mode and much faster than FULL."""
+    conn.execute("PRAGMA synchronous=NORMAL")
+
+
+def connection_sqlite_vec(conn: apsw.Connection) -> None:
+    """Load sqlite-vec for vec0 tables, then close the door on further extension loading."""
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+
+
+def connection_readable(conn: apsw.Connection) -> None:
+    """Read the schema now, so a file that is not SQLite fails here, before anything is written."""
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def connection_trimem_or_new(conn: apsw.Connection) -> None:
+    """Refuse another application's SQLite file before any setting (WAL) changes a byte of it."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables and "schema_version" not in tables:
+        raise SchemaMismatch(
+            f"{conn.db_filename('main')} is an SQLite database of another application, not trimem's; "
+            "point --db or TRIMEM_DB_PATH at a trimem database or at a new file name"
+        )
+
+
+CONNECTION_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
+    connection_busy_timeout,
+    connection_sqlite_vec,
+    connection_readable,
+    connection_trimem_or_new,
+    connection_wal,
+    connection_foreign_keys,
+    connection_synchronous,
+)
+READ_ONLY_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
+    connection_busy_timeout,
+    connection_sqlite_vec,
+    connection_readable,
+    connection_trimem_or_new,
+)
+"""A read-only file cannot switch journal mode; it is read as it is."""
+
+NOT_SQLITE = (
+    "{path} is not an SQLite database (a text file, or a damaged one); point --db or TRIMEM_DB_PATH "
+    "at a trimem database or at a new file name"
+)
+
+
+def file_in_the_way(path: Path) -> Path | None:
+    """The first of ``path``'s parents that exists but is not a folder, if any."""
+    for parent in reversed(Path(path).absolute().parents):
+        if parent.exists() and not parent.is_dir():
+            return parent
+    return None
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the file (or create it, and its -wal and -shm, in its folder)."""
+    folder = os.access(path.parent, os.W_OK)
+    return folder and (not path.exists() or os.access(path, os.W_OK))
+
+
+def connect(path: Path) -> apsw.Connection:
+    """Open (creating the folder if needed) a database file with every setting applied.
+
+    A file this process may not write is opened read-only, so reads still work and a
+    write fails with a message (see ``write_transaction``). ``connection.readonly('main')``
+    tells which.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InvalidArgument(f"{path} is a folder; point --db or TRIMEM_DB_PATH at a database file inside it")
+    if (blocker := file_in_the_way(path)) is not None:
+        raise InvalidArgument(
+            f"cannot put the database at {path}: {blocker} is a file, not a folder; choose a path whose folders "
+            "exist or can be created"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgument(
+            f"cannot create the folder {path.parent} for the database ({exc.strerror}); "
+            "choose a path whose folders exist or can be created"
+        ) from None
+    read_only = path.exists() and not _writable(path)
+    if not read_only and not os.access(path.parent, os.W_OK):
+        raise InvalidArgument(f"cannot create {path}: its folder is not writable; choose another path")
+    flags = apsw.SQLITE_OPEN_READONLY if read_only else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    try:
+        conn = apsw.Connection(str(path), flags=flags)
+    except apsw.Error as exc:
+        raise TrimemError(f"cannot open {path} ({exc}); check the path and its permissions") from None
+    try:
+        for setting in READ_ONLY_SETTINGS if read_only else CONNECTION_SETTINGS:
+            setting(conn)
+    except apsw.NotADBError:
+        conn.close()
+        raise InvalidArgument(NOT_SQLITE.format(path=path)) from None
+    except TrimemError:
+        conn.close()
+        raise
+    except apsw.Error as exc:
+        conn.close()
+        raise TrimemError(f"cannot open {path} ({exc}); check the file, or run `trimem doctor --check`") from None
+    return conn
+
+
+def versions(conn: apsw.Connection) -> dict[str, str]:
+    """SQLite, sqlite-vec and apsw versions, for ``trimem doctor``."""
+    (vec_version,) = conn.execute("SELECT vec_version()").fetchone()
+    return {"sqlite": apsw.sqlite_lib_version(), "sqlite_vec": vec_version, "apsw": apsw.apsw_version()}
+
+
+# --- transactions ---------------------------------------------------------------------
+
+
+def read_only_error(path: str | Path) -> TrimemError:
+    """What a write to a file this process may only read says."""
+    return TrimemError(
+        f"{path} is read-only, so nothing can be added, changed or deleted; reads still work. "
+        "Make the file and its folder writable, or copy it with `trimem backup` and use the copy"
+    )
+
+
+def _write_failure(conn: apsw.Connection, exc: apsw.Error) -> TrimemError | None:
+    """The message for a write SQLite refused for a reason the caller can act on, else None."""
+    path = conn.db_filename("main")
+    if isinstance(exc, apsw.ReadOnlyError):
+        return read_only_error(path)
+    if isinstance(exc, apsw.FullError):
+        return TrimemError(f"the disk holding {path} is full; nothing was written. Free some space and try again")
+    if isinstance(exc, apsw.IOError):
+        return TrimemError(
+            f"writing {path} failed with a disk I/O error ({exc}); nothing was written. "
+            "Check the disk, then run `trimem doctor --check`"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def write_transaction(conn: apsw.Connection) -> Iterator[None]:
+    """One all-or-nothing write, taking the write lock up front.
+
+    ``BEGIN IMMEDIATE`` avoids the deadlock where two deferred readers both try to
+    upgrade; if the lock is still busy after ``busy_timeout`` we back off and retry.
+    Any exception inside, or a failed ``COMMIT``, rolls everything back, but only when a
+    transaction is still open: after a full disk or an I/O error SQLite may already
+    have rolled back, and a second ``ROLLBACK`` would fail and hide the real cause.
+    """
+    for attempt in range(WRITE_RETRIES):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            break
+        except apsw.BusyError:
+            if attempt == WRITE_RETRIES - 1:
+                raise TrimemError("the database stayed locked by another process; try again") from None
+            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))
+        except apsw.Error as exc:
+            if (failure := _write_failure(conn, exc)) is not None:
+                raise failure from exc
+            raise
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if isinstance(exc, apsw.Error) and (failure := _write_failure(conn, exc)) is not None:
+            raise failure from exc
+        raise
+
+
+@contextlib.contextmanager
+def read_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """Several reads that see one snapshot of the database.
+
+    In WAL mode a transaction reads the database as it was at its first read, whatever
+    other connections commit meanwhile: a search's KNN, keyword and row queries then
+    agree, even if another process deletes a memory between them. ``with conn:`` is a
+    savepoint, so this nests inside a write transaction too.
+    """
+    with conn:
+        yield conn
+
+
+# --- schema -----------------------------------------------------------------------
+
+
+def m001_initial(conn: apsw.Connection, dimension: int) -> None:
+    """Memories, their vectors and FTS rows, entities and links, history."""
+    conn.execute(
+        f"""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE memories (
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            text TEXT NOT NULL,
+            text_lemmatized TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            actor_id TEXT,
+            role TEXT,
+            metadata TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(metadata)),
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            expiration_date TEXT
+        );
+        -- one memory per normalised text per scope, even with several writers
+        CREATE UNIQUE INDEX memories_scope_hash ON memories(user_id, agent_id, run_id, hash);
+        CREATE INDEX memories_agent ON memories(agent_id, run_id);
+        CREATE INDEX memories_run ON memories(run_id);
+        CREATE VIRTUAL TABLE memory_vectors USING vec0(
+            memory_rowid INTEGER PRIMARY KEY,
+            embedding float[{dimension}] distance_metric=cosine,
+            user_id TEXT, agent_id TEXT, run_id TEXT
+        );
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            text_lemmatized, content='memories', content_rowid='rowid'
+        );
+        -- the FTS index follows its content table inside the same transaction
+        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (new.rowid, new.text_lemmatized);
+        END;
+        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized)
+            VALUES ('delete', old.rowid, old.text_lemmatized);
+        END;
+        CREATE TRIGGER memories_fts_update AFTER UPDATE OF text_lemmatized ON memories BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized)
+            VALUES ('delete', old.rowid, old.text_lemmatized);
+            INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (new.rowid, new.text_lemmatized);
+        END;
+        CREATE TABLE entities (
+            id INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL,
+            normalized TEXT NOT NULL,
+            entity_type TEXT NOT NULL,
+            UNIQUE (user_id, agent_id, run_id, normalized)
+        );
+        CREATE VIRTUAL TABLE entity_vectors USING vec0(
+            entity_id INTEGER PRIMARY KEY,
+            embedding float[{dimension}] distance_metric=cosine,
+            user_id TEXT, agent_id TEXT, run_id TEXT
+        );
+        CREATE TABLE memory_entities (
+            memory_rowid INTEGER NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
+            entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+            PRIMARY KEY (memory_rowid, entity_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX memory_entities_entity ON memory_entities(entity_id);
+        CREATE TABLE history (
+            id INTEGER PRIMARY KEY,
+            memory_id TEXT NOT NULL,
+            event TEXT NOT NULL CHECK (event IN ('ADD', 'UPDATE', 'DELETE')),
+            old_text TEXT,
+            new_text TEXT,
+            old_metadata TEXT,
+            new_metadata TEXT,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX history_memory ON history(memory_id);
+        """
+    )
+
+
+def m002_expiry_index(conn: apsw.Connection, dimension: int) -> None:
+    """Expired memories are counted and skipped by every signal; index just the dated ones."""
+    conn.execute(
+        "CREATE INDEX memories_expiration ON memories(expiration_date) WHERE expiration_date IS NOT NULL"
+    )
+
+
+MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (m001_initial, m002_expiry_index)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _schema_state(conn: apsw.Connection) -> tuple[int, dict[str, str]]:
+    """The schema version (0 for a new file) and the ``meta`` rows."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    version = 0
+    if "schema_version" in tables:
+        version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+    stored = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
+    return version, stored
+
+
+def _check_meta(stored: dict[str, str], model_name: str, dimension: int) -> None:
+    """Refuse vectors from another model: they live in another space, so distances mean nothing."""
+    if int(stored["embedding_dimension"]) != dimension:
+        raise SchemaMismatch(
+            f"this database holds {stored['embedding_dimension']}-dimensional vectors from "
+            f"'{stored['embedding_model']}', but the configured model '{model_name}' makes "
+            f"{dimension}-dimensional ones; configure that model again or use another database file"
+        )
+    if stored["embedding_model"] != model_name:
+        raise SchemaMismatch(
+            f"this database was built with the embedding model '{stored['embedding_model']}', but the "
+            f"configured model is '{model_name}'; their vectors cannot be compared even at the same size. "
+            f"Configure '{stored['embedding_model']}' again (store.embedding_model, TRIMEM_EMBEDDING_MODEL) "
+            "or use another database file; re-embedding with `trimem reembed` is planned (issue 11)"
+        )
+
+
+def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int) -> None:
+    """Create or upgrade the schema, and refuse a database built for another embedding model.
+
+    The ``meta`` rows record the model's name and dimension when the file is created;
+    opening it with any other model (even one of the same size) stops with a message.
+    A current schema is only read, so read-only files open (``connect`` has already
+    refused another application's SQLite file).
+    """
+    with read_transaction(conn):
+        version, stored = _schema_state(conn)
+    if version == SCHEMA_VERSION and stored:
+        _check_meta(stored, model_name, dimension)
+        return
+    with write_transaction(conn):
+        version, stored = _schema_state(conn)  # again under the lock: another process may have begun
+        if version > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"this database has schema version {version}, newer than this trimem "
+                f"understands ({SCHEMA_VERSION}); upgrade trimem"
+            )
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        for number in range(version, SCHEMA_VERSION):
+            MIGRATIONS[number](conn, dimension)
+        if version < SCHEMA_VERSION:
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+        if not stored:
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('embedding_model', ?), ('embedding_dimension', ?)",
+                (model_name, str(dimension)),
+            )
+        else:
+            _check_meta(stored, model_name, dimension)
+
+
+def meta(conn: apsw.Connection) -> dict[str, str]:
+    """The stored model name and dimension (``ensure_schema`` compares both on every open)."""
+    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
