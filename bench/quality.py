@@ -65,7 +65,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("semantic + entities", {**MEM0, "use_bm25": False}),
     Variant(REFERENCE, MEM0, "Mem0's behaviour, one setting away from the default"),
     Variant("Mem0 + union pool", MEM0_SIGNALS, "keyword/entity hits outside the over-fetch scored exactly"),
-    Variant("Mem0 + union pool + keyword context", {"entity_weighting": "mem0"}, "a memory earns half its neighbours' BM25"),
+    Variant(
+        "Mem0 + union pool + keyword context", {"entity_weighting": "mem0"}, "a memory earns half its neighbours' BM25"
+    ),
     Variant(DEFAULT, {}, "configs/default.toml: union pool, keyword context, entity rarity"),
     Variant("trimem without union pool", {"candidate_pool": "semantic"}),
     Variant("trimem without keyword context", {"keyword_context": 0.0}),
@@ -342,7 +344,9 @@ def split_table(run: QualityRun, check: Sequence[str] = CHECK_SAMPLES) -> str:
     for result in run.results:
         tune = metrics.mean(s for s, c in zip(result.scores, in_check) if not c)
         held = metrics.mean(s for s, c in zip(result.scores, in_check) if c)
-        rows.append([result.variant.name, *(tune[name] for name in metrics.METRICS), *(held[name] for name in metrics.METRICS)])
+        rows.append(
+            [result.variant.name, *(tune[name] for name in metrics.METRICS), *(held[name] for name in metrics.METRICS)]
+        )
     headers = ["variant", *(f"tune {name}" for name in metrics.METRICS), *(f"check {name}" for name in metrics.METRICS)]
     counts = Counter(c for c in in_check)
     return (
