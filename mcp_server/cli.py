@@ -1,9 +1,11 @@
 """The ``trimem`` command: ``serve`` for MCP clients, and one command per engine operation.
 
-Each command opens the engine, makes one ``Engine`` call and prints its result as the
-JSON of the engine's dataclasses (``asdict``), so scripts read the same fields the MCP
-tools return. Option names are the keyword names (``--top-k`` is ``top_k=``). Engine
-errors become ``click.ClickException`` with the engine's message. Logs go to stderr.
+Each command opens the engine, makes one ``Engine`` call and prints its result: as a
+compact table when stdout is a terminal, otherwise as the JSON of the MCP tool's
+structured output (``models.py``, texts never cut), so a script reads the same fields
+from either surface; ``--format`` chooses. Option names are the keyword names
+(``--top-k`` is ``top_k=``). Engine errors become ``click.ClickException`` with the
+engine's message. Logs go to stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +26,7 @@ import click
 from store.config import Config, load_config
 from store.errors import TrimemError
 
-from . import default_scope, named_scope
+from . import default_scope, named_scope, tables
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -102,6 +105,58 @@ def json_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Cal
     return click.option(f"--{name}", callback=parse, help=help_text)
 
 
+FORMATS = ("table", "json", "jsonl")
+NO_CAP = sys.maxsize
+"""The CLI prints whole texts: the tools' ``max_result_chars`` protects a context window, not a terminal."""
+
+
+def format_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--format table|json|jsonl`` with ``--json`` and ``--jsonl`` as short forms; the choice
+    is read by ``emit`` (through the context), so commands do not carry it."""
+
+    def remember(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value:
+            ctx.meta.setdefault("trimem.formats", set()).add(value)
+
+    for flag, kind in (("--jsonl", "jsonl"), ("--json", "json")):
+        fn = click.option(flag, flag_value=kind, expose_value=False, callback=remember,
+                          help=f"Short for --format {kind}.")(fn)
+    return click.option(
+        "--format", type=click.Choice(FORMATS), expose_value=False, callback=remember,
+        help="table for people (the default when stdout is a terminal); json, shaped as the MCP tool's structured "
+             "output (the default otherwise); jsonl, one object per line.",
+    )(fn)
+
+
+def output_format() -> str:
+    chosen = click.get_current_context().meta.get("trimem.formats", set())
+    if len(chosen) > 1:
+        raise click.UsageError(f"choose one output format, not {' and '.join(sorted(chosen))}")
+    if chosen:
+        return next(iter(chosen))
+    return "table" if stdout_is_terminal() else "json"
+
+
+def stdout_is_terminal() -> bool:
+    """A person is reading (tests patch this: click's runner is never a terminal)."""
+    return sys.stdout.isatty()
+
+
+def emit(output: Any, render: Callable[[Any, int], str], items: str | None = None) -> None:
+    """Print a tool-shaped output (a pydantic model): ``render(output, width)`` for a terminal,
+    its JSON otherwise; with ``jsonl``, one line per element of the list field ``items``."""
+    kind = output_format()
+    if kind == "table":
+        click.echo(render(output, shutil.get_terminal_size().columns))
+        return
+    data = output.model_dump(mode="json")
+    if kind == "json":
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    for item in data[items] if items else [data]:
+        click.echo(json.dumps(item, ensure_ascii=False))
+
+
 def echo_json(value: Any) -> None:
     """Print engine results (dataclasses, lists of them, or plain data) as JSON."""
     click.echo(json.dumps(_plain(value), indent=2, ensure_ascii=False))
@@ -142,6 +197,7 @@ def serve(config: Config, transport: str, port: int) -> None:
 @json_option("metadata", "A JSON object stored with the memory.")
 @click.option("--expiration-date",
               help="YYYY-MM-DD, today or later; the memory is hidden once this day has ended (UTC).")
+@format_options
 @click.pass_obj
 def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | None, agent_id: str | None,
         run_id: str | None, metadata: Any, expiration_date: str | None) -> None:
@@ -158,9 +214,12 @@ def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | 
     if file is not None:
         add_file(config, file, command_ids, metadata, expiration_date)
         return
+    from .models import AddOutput
+
     with open_engine(config) as engine:
-        echo_json(engine.add(text, **default_scope(config, **command_ids), metadata=metadata,
-                             expiration_date=expiration_date))
+        added = engine.add(text, **default_scope(config, **command_ids), metadata=metadata,
+                           expiration_date=expiration_date)
+    emit(AddOutput.of(added, NO_CAP), tables.added, items="results")
 
 
 def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None], metadata: Any,
@@ -195,20 +254,27 @@ def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None],
 @click.option("--threshold", type=float, help="The semantic gate, 0 to 1 (default from the configuration).")
 @json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'.")
 @click.option("--show-expired", is_flag=True, help="Include memories past their expiration date.")
-@click.option("--explain", is_flag=True, help="Show every part of every score as a table.")
+@click.option("--explain", is_flag=True, help="Show every part of every score, the query analysis and the "
+              "dropped candidates (a table, or explain_search's output with --json).")
+@format_options
 @click.pass_obj
 def search(config: Config, query: str, user_id: str | None, agent_id: str | None, run_id: str | None,
            top_k: int | None, threshold: float | None, filters: Any, show_expired: bool, explain: bool) -> None:
     """Memories relevant to QUERY, best first."""
     arguments = dict(default_scope(config, user_id, agent_id, run_id), top_k=top_k, threshold=threshold,
                      filters=filters, show_expired=show_expired)
+    from .models import ExplainOutput, SearchOutput
+
     with open_engine(config) as engine:
         if explain:
             from .explain_table import render
 
-            click.echo(render(engine.explain(query, **arguments)))
+            explanation = engine.explain(query, **arguments)
+            max_dropped = config.search.top_k if top_k is None else top_k
+            emit(ExplainOutput.of(explanation, NO_CAP, max_dropped), lambda _output, _width: render(explanation),
+                 items="results")
         else:
-            echo_json(engine.search(query, **arguments))
+            emit(SearchOutput.of(engine.search(query, **arguments), NO_CAP), tables.search_results, items="results")
 
 
 @cli.command("list")
@@ -217,23 +283,31 @@ def search(config: Config, query: str, user_id: str | None, agent_id: str | None
 @click.option("--show-expired", is_flag=True, help="Include memories past their expiration date.")
 @click.option("--limit", type=int, default=100, show_default=True, help="Page size.")
 @click.option("--offset", type=int, default=0, show_default=True, help="Memories to skip.")
+@format_options
 @click.pass_obj
 def list_(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None, filters: Any,
           show_expired: bool, limit: int, offset: int) -> None:
     """A page of memories, newest first."""
+    from .models import MemoryPage
+
     with open_engine(config) as engine:
-        echo_json(engine.list(**default_scope(config, user_id, agent_id, run_id), filters=filters,
-                              show_expired=show_expired, limit=limit, offset=offset))
+        memories = engine.list(**default_scope(config, user_id, agent_id, run_id), filters=filters,
+                               show_expired=show_expired, limit=limit, offset=offset)
+    emit(MemoryPage.of(memories, limit, offset, NO_CAP), tables.memory_page, items="memories")
 
 
 @cli.command()
 @click.argument("memory_id")
 @scope_options
+@format_options
 @click.pass_obj
 def get(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
-    """One memory by id."""
+    """One memory by id (or the id's first characters, as tables show them)."""
+    from .models import MemoryOut
+
     with open_engine(config) as engine:
-        echo_json(engine.get(memory_id, **default_scope(config, user_id, agent_id, run_id)))
+        memory = engine.get(memory_id, **default_scope(config, user_id, agent_id, run_id))
+    emit(MemoryOut.of(memory, NO_CAP), tables.one_memory)
 
 
 @cli.command()
@@ -241,46 +315,63 @@ def get(config: Config, memory_id: str, user_id: str | None, agent_id: str | Non
 @click.option("--text", help="The new text.")
 @json_option("metadata", "A JSON object replacing the metadata.")
 @scope_options
+@format_options
 @click.pass_obj
 def update(config: Config, memory_id: str, text: str | None, metadata: Any, user_id: str | None,
            agent_id: str | None, run_id: str | None) -> None:
     """Change a memory's text and/or metadata (the old version stays in its history)."""
+    from .models import MemoryOut
+
     with open_engine(config) as engine:
-        echo_json(engine.update(memory_id, text=text, metadata=metadata,
-                                **default_scope(config, user_id, agent_id, run_id)))
+        memory = engine.update(memory_id, text=text, metadata=metadata,
+                               **default_scope(config, user_id, agent_id, run_id))
+    emit(MemoryOut.of(memory, NO_CAP), tables.one_memory)
 
 
 @cli.command()
 @click.argument("memory_id")
 @scope_options
+@format_options
 @click.pass_obj
 def delete(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """Forget one memory; prints it as it was."""
+    from .models import DeletedOut, MemoryOut
+
     with open_engine(config) as engine:
-        echo_json(engine.delete(memory_id, **default_scope(config, user_id, agent_id, run_id)))
+        memory = engine.delete(memory_id, **default_scope(config, user_id, agent_id, run_id))
+    emit(DeletedOut(deleted=MemoryOut.of(memory, NO_CAP)),
+         lambda output, width: "deleted:\n" + tables.one_memory(output.deleted, width))
 
 
 @cli.command("delete-all")
 @scope_options
 @click.confirmation_option(prompt="Forget every memory in this scope?")
+@format_options
 @click.pass_obj
 def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """Forget every memory of the named user, agent or run (name at least one; an agent or run
     alone means the configured user's)."""
     with engine_errors():
         scope = named_scope(config, user_id, agent_id, run_id)
+    from .models import DeletedCount
+
     with open_engine(config) as engine:
-        echo_json({"deleted_count": engine.delete_all(**scope)})
+        count = engine.delete_all(**scope)
+    emit(DeletedCount(deleted_count=count), lambda output, _width: f"deleted {output.deleted_count} memories")
 
 
 @cli.command()
 @click.argument("memory_id")
 @scope_options
+@format_options
 @click.pass_obj
 def history(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """A memory's ADD / UPDATE / DELETE events, oldest first."""
+    from .models import HistoryOutput
+
     with open_engine(config) as engine:
-        echo_json(engine.history(memory_id, **default_scope(config, user_id, agent_id, run_id)))
+        events = engine.history(memory_id, **default_scope(config, user_id, agent_id, run_id))
+    emit(HistoryOutput.of(events, NO_CAP), tables.history, items="events")
 
 
 @cli.command()

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 from . import default_scope, named_scope
 from .models import (
-    AddedOut,
     AddOutput,
     DeletedCount,
     DeletedOut,
@@ -40,7 +39,6 @@ from .models import (
     HistoryOutput,
     MemoryOut,
     MemoryPage,
-    ScoredMemory,
     SearchOutput,
 )
 
@@ -171,7 +169,8 @@ AgentId = Annotated[str | None, Field(description="Narrows to one agent's memori
                                       "'travel_planner'.")]
 RunId = Annotated[str | None, Field(description="Narrows to one session or task run of that user.")]
 MemoryId = Annotated[str, Field(min_length=1, description="A memory id, as returned by add_memory, search_memory "
-                                "or list_memories.")]
+                                "or list_memories; its first 8 characters are enough when no other id starts "
+                                "with them.")]
 Metadata = Annotated[
     dict[str, Any] | None,
     Field(description="Any JSON object stored with the memory, e.g. {\"category\": \"food\"}; searchable by filters."),
@@ -263,11 +262,7 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
             content, **default_scope(config, user_id, agent_id, run_id),
             metadata=metadata, expiration_date=expiration_date,
         )
-        return AddOutput(results=[
-            AddedOut(event=a.event, memory=MemoryOut.of(a.memory, max_chars),
-                     ignored_metadata_keys=a.ignored_metadata_keys)
-            for a in added
-        ])
+        return AddOutput.of(added, max_chars)
 
     @tool(read_only=True)
     def search_memory(
@@ -295,7 +290,7 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
             query, **default_scope(config, user_id, agent_id, run_id),
             top_k=top_k, threshold=threshold, filters=filters, show_expired=show_expired,
         )
-        return SearchOutput(results=[ScoredMemory.of_hit(hit, max_chars) for hit in hits])
+        return SearchOutput.of(hits, max_chars)
 
     @tool(read_only=True)
     def explain_search(
@@ -354,8 +349,7 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
             **default_scope(config, user_id, agent_id, run_id),
             filters=filters, show_expired=show_expired, limit=limit, offset=offset,
         )
-        next_offset = offset + limit if len(memories) == limit else None
-        return MemoryPage(memories=[MemoryOut.of(m, max_chars) for m in memories], next_offset=next_offset)
+        return MemoryPage.of(memories, limit, offset, max_chars)
 
     @tool(read_only=False, destructive=True)
     def update_memory(

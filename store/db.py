@@ -287,6 +287,25 @@ def get_memory(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) -> 
     return _memory_row(row) if row else None
 
 
+ID_PREFIX_MIN_CHARS = 4
+"""A shorter prefix is too likely to name the wrong memory to be accepted at all."""
+
+
+def ids_with_prefix_sql(table: str, scope: dict[str, str]) -> tuple[str, list[str]]:
+    """Distinct memory ids of ``memories`` or ``history`` (kept after a delete) starting with a
+    prefix, within the scope; ``substr`` compares literally, unlike ``LIKE`` or ``GLOB``, for
+    which ``%``, ``_`` or ``*`` in the prefix would be wildcards. At most three: two already
+    make a prefix ambiguous, and a third says "several"."""
+    column = {"memories": "id", "history": "memory_id"}[table]
+    where, params = scope_sql(scope)
+    return f"SELECT DISTINCT {column} FROM {table} WHERE substr({column}, 1, ?) = ? AND {where} LIMIT 3", params
+
+
+def ids_with_prefix(conn: apsw.Connection, table: str, prefix: str, scope: dict[str, str]) -> list[str]:
+    sql, params = ids_with_prefix_sql(table, scope)
+    return [row[0] for row in conn.execute(sql, (len(prefix), prefix, *params))]
+
+
 def memories_by_rowid(conn: apsw.Connection, rowids: Sequence[int]) -> dict[int, MemoryRow]:
     """Rows for a set of rowids (already scope-checked by the query that found them)."""
     if not rowids:

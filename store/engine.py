@@ -362,16 +362,33 @@ class Engine:
         memory_id = check_id(memory_id, "memory_id")
         row = db.get_memory(conn, memory_id, scope)
         if row is None:
+            row = db.get_memory(conn, self._full_id(conn, "memories", memory_id, scope), scope)
+        if row is None:
             where = ", ".join(f"{key}={shown(value)}" for key, value in scope.items())
             raise NotFound(
-                f"memory {shown(memory_id)} not found for {where}; list_memories shows the ids in this scope"
+                f"memory {shown(memory_id)} not found for {where}; listing the memories shows the ids in this scope"
             )
         return row
+
+    @staticmethod
+    def _full_id(conn: apsw.Connection, table: str, memory_id: str, scope: dict[str, str]) -> str:
+        """The one id in the scope that ``memory_id`` begins (tables and lists show 8 characters),
+        or ``memory_id`` itself when none does; several is an error naming them."""
+        if len(memory_id) < db.ID_PREFIX_MIN_CHARS:
+            return memory_id
+        matches = db.ids_with_prefix(conn, table, memory_id, scope)
+        if len(matches) > 1:
+            several = ", ".join(matches[:2]) + (", …" if len(matches) > 2 else "")
+            raise InvalidArgument(
+                f"memory id {shown(memory_id)} is the start of several ids ({several}); give more of it"
+            )
+        return matches[0] if matches else memory_id
 
     def get(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> Memory:
-        """One memory by id, if it belongs to the caller's scope."""
+        """One memory by id (or a prefix of it, at least 4 characters, that no other id in the scope
+        shares), if it belongs to the caller's scope."""
         scope = check_scope(user_id, agent_id, run_id)
         with self._reading() as conn:
             return to_memory(self._get_row(conn, memory_id, scope))
@@ -404,7 +421,9 @@ class Engine:
         scope = check_scope(user_id, agent_id, run_id)
         memory_id = check_id(memory_id, "memory_id")
         with self._reading() as conn:
-            rows = db.history(conn, memory_id, scope)
+            rows = db.history(conn, memory_id, scope) or db.history(
+                conn, self._full_id(conn, "history", memory_id, scope), scope
+            )
         if not rows:
             raise NotFound(f"no history for memory {shown(memory_id)} in this scope")
         return [HistoryEvent(*row) for row in rows]

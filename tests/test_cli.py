@@ -35,13 +35,13 @@ def output_json(result: Result) -> Any:
 
 def test_add_then_read_through_the_engine(run: Callable, engine: Engine) -> None:
     [added] = output_json(run("add", "Ana is allergic to peanuts", "--metadata", '{"category": "health"}',
-                              "--expiration-date", "2099-01-01"))
+                              "--expiration-date", "2099-01-01"))["results"]
     assert added["event"] == "ADD"
     memory = engine.get(added["memory"]["id"], user_id="default")
     assert (memory.text, memory.metadata, memory.expiration_date) == (
         "Ana is allergic to peanuts", {"category": "health"}, "2099-01-01"
     )
-    [again] = output_json(run("add", "Ana is allergic to peanuts"))
+    [again] = output_json(run("add", "Ana is allergic to peanuts"))["results"]
     assert again["event"] == "DUPLICATE"
 
 
@@ -50,30 +50,33 @@ def test_scopes_and_the_default_user(run: Callable, engine: Engine) -> None:
     run("add", "The default user likes tea")
     assert [m.text for m in engine.list(user_id="bob")] == ["Bob likes hiking"]
     assert [m.text for m in engine.list(user_id="default")] == ["The default user likes tea"]
-    hits = output_json(run("search", "hiking", "--user-id", "bob", "--top-k", "3"))
-    assert [hit["memory"]["text"] for hit in hits] == ["Bob likes hiking"]
-    assert "score" in hits[0] and hits[0]["details"] is None
+    hits = output_json(run("search", "hiking", "--user-id", "bob", "--top-k", "3"))["results"]
+    assert [hit["text"] for hit in hits] == ["Bob likes hiking"]
+    assert "score" in hits[0] and "details" not in hits[0]
 
 
 def test_search_explain_prints_a_table(run: Callable) -> None:
     run("add", "Ana works at Globex in Lisbon")
     run("add", "Bob is a carpenter")
-    table = run("search", "Where does Ana work?", "--explain", "--threshold", "0.3").stdout
+    table = run("search", "Where does Ana work?", "--explain", "--threshold", "0.3", "--format", "table").stdout
     assert "terms (2): ana work" in table
     assert "bm25 sigmoid: midpoint 5, steepness 0.7" in table
     assert "final  semantic  bm25" in table
     assert "Ana works at Globex in Lisbon" in table
     assert "below_threshold" in table  # Bob, dropped by the semantic gate
+    explained = output_json(run("search", "Where does Ana work?", "--explain", "--threshold", "0.3"))
+    assert explained["analysis"]["term_count"] == 2 and explained["dropped"][0]["reason"] == "below_threshold"
+    assert explained["results"][0]["score_parts"]["threshold"] == 0.3  # explain_search's shape
 
 
 def test_list_get_update_history_delete(run: Callable, engine: Engine) -> None:
-    memory_id = output_json(run("add", "Ana lives in Lisbon"))[0]["memory"]["id"]
-    assert [m["id"] for m in output_json(run("list", "--limit", "5"))] == [memory_id]
+    memory_id = output_json(run("add", "Ana lives in Lisbon"))["results"][0]["memory"]["id"]
+    assert [m["id"] for m in output_json(run("list", "--limit", "5"))["memories"]] == [memory_id]
     assert output_json(run("get", memory_id))["text"] == "Ana lives in Lisbon"
     run("update", memory_id, "--text", "Ana lives in Porto", "--metadata", '{"moved": 2025}')
     assert engine.get(memory_id, user_id="default").metadata == {"moved": 2025}
-    assert output_json(run("delete", memory_id))["text"] == "Ana lives in Porto"
-    assert [e["event"] for e in output_json(run("history", memory_id))] == ["ADD", "UPDATE", "DELETE"]
+    assert output_json(run("delete", memory_id))["deleted"]["text"] == "Ana lives in Porto"
+    assert [e["event"] for e in output_json(run("history", memory_id))["events"]] == ["ADD", "UPDATE", "DELETE"]
     assert engine.list(user_id="default") == []
 
 
@@ -239,3 +242,103 @@ def test_add_takes_text_or_file(run: Callable, tmp_path: Path) -> None:
     (tmp_path / "facts.jsonl").write_text(jsonl({"text": "x"}))
     assert run("add", ok=False).exit_code == 2
     assert run("add", "Ana likes tea", "--file", str(tmp_path / "facts.jsonl"), ok=False).exit_code == 2
+
+
+# --- output for people, JSON for scripts, id prefixes ------------------------------------------
+
+
+def add_three(run: Callable) -> list[str]:
+    ids = []
+    for text, metadata in (("Ana is allergic to peanuts", '{"category": "health"}'),
+                           ("Ana works at Globex in Lisbon " + "and likes long walks " * 10, '{"priority": 3}'),
+                           ("Bob repairs old bicycles", "{}")):
+        ids.append(output_json(run("add", text, "--metadata", metadata, "--json"))["results"][0]["memory"]["id"])
+    return ids
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the commands believe a person reads stdout, on an 80-column terminal."""
+    monkeypatch.setattr("mcp_server.cli.stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "80")
+
+
+def test_a_terminal_gets_a_table_of_memories(run: Callable, terminal: None) -> None:
+    ids = add_three(run)
+    lines = run("list").stdout.splitlines()
+    assert lines[0].split() == ["id", "created", "expires", "metadata", "text"]
+    assert len(lines) == 4 and all(len(line) <= 80 for line in lines)
+    assert lines[1].startswith(ids[2][:8] + "  ") and lines[1].endswith("Bob repairs old bicycles")
+    assert "priority=3" in lines[2] and lines[2].endswith("…")  # the long text is cut to the width
+    assert "category=health" in lines[3]
+    hits = run("search", "What is Ana allergic to?", "--top-k", "1").stdout.splitlines()
+    assert hits[0].split()[:2] == ["score", "id"] and ids[0][:8] in hits[1]
+    assert float(hits[1].split()[0]) > 0.3
+    assert run("get", ids[0]).stdout.splitlines()[:2] == [f"id:              {ids[0]}",
+                                                           "text:            Ana is allergic to peanuts"]
+    assert "--offset 1" in run("list", "--limit", "1").stdout.splitlines()[-1]
+    assert output_json(run("list", "--json"))["memories"][0]["id"] == ids[2]  # --json wins over the terminal
+
+
+def test_json_is_the_tools_structured_output(run: Callable, config: Config,
+                                              engine_factory: Callable[[Config], Engine]) -> None:
+    import anyio
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    add_three(run)
+
+    async def via_mcp() -> tuple[Any, Any]:
+        async with Client(build_server(config, open_engine=engine_factory)) as client:
+            listed = await client.call_tool("list_memories", {"limit": 5})
+            found = await client.call_tool("search_memory", {"query": "Ana's allergy", "top_k": 2})
+            return listed.structured_content, found.structured_content
+
+    listed, found = anyio.run(via_mcp)
+    assert output_json(run("list", "--limit", "5")) == listed
+    assert output_json(run("search", "Ana's allergy", "--top-k", "2", "--format", "json")) == found
+    lines = run("list", "--jsonl").stdout.splitlines()
+    assert [json.loads(line) for line in lines] == listed["memories"]
+    assert len(run("search", "Ana's allergy", "--jsonl").stdout.splitlines()) == len(found["results"])
+    assert "choose one output format" in run("list", "--json", "--format", "table", ok=False).output
+
+
+def test_an_id_prefix_is_accepted_wherever_an_id_is(run: Callable, engine: Engine, terminal: None) -> None:
+    memory_id = add_three(run)[0]
+    prefix = memory_id[:8]
+    assert prefix in run("search", "peanuts", "--explain").stdout  # the explain table shows 8 characters
+    assert output_json(run("get", prefix, "--json"))["id"] == memory_id
+    run("update", prefix, "--text", "Ana is allergic to peanuts and cashews")
+    assert engine.get(memory_id, user_id="default").text == "Ana is allergic to peanuts and cashews"
+    assert output_json(run("delete", prefix, "--json"))["deleted"]["id"] == memory_id
+    assert [e["event"] for e in output_json(run("history", prefix, "--json"))["events"]] == ["ADD", "UPDATE", "DELETE"]
+    assert "not found" in run("get", prefix, ok=False).output  # deleted: the prefix names nothing now
+    assert "not found" in run("get", memory_id[:3], ok=False).output  # too short to be taken as a prefix
+
+
+def test_an_ambiguous_prefix_names_the_candidates(run: Callable, engine: Engine, config: Config,
+                                                  engine_factory: Callable[[Config], Engine],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+    import uuid
+
+    import anyio
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    fixed = iter([uuid.UUID("abcd1111-0000-4000-8000-000000000000"), uuid.UUID("abcd2222-0000-4000-8000-000000000000")])
+    monkeypatch.setattr("store.engine.uuid", types.SimpleNamespace(uuid4=lambda: next(fixed)))
+    engine.add("Ana likes tea", user_id="default")
+    engine.add("Ana likes coffee", user_id="default")
+    error = run("get", "abcd", ok=False).output
+    assert "is the start of several ids (abcd1111-0000-4000-8000-000000000000, abcd2222-" in error
+    assert "Traceback" not in error
+    assert output_json(run("get", "abcd2"))["text"] == "Ana likes coffee"
+
+    async def via_mcp() -> Any:
+        async with Client(build_server(config, open_engine=engine_factory)) as client:
+            return await client.call_tool("get_memory", {"memory_id": "abcd1"})
+
+    assert anyio.run(via_mcp).structured_content["text"] == "Ana likes tea"
