@@ -201,7 +201,8 @@ def serve(config: Config, transport: str, port: int) -> None:
 @click.pass_obj
 def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | None, agent_id: str | None,
         run_id: str | None, metadata: Any, expiration_date: str | None) -> None:
-    """Remember TEXT; prints the memory and whether it was new (ADD) or already stored (DUPLICATE).
+    """Remember TEXT ('-' reads it from stdin); prints the memory and whether it was new (ADD) or
+    already stored (DUPLICATE).
 
     With --file, remembers one memory per line and prints how many were added and how
     many were already stored. Lines without their own scope, metadata or expiration
@@ -210,6 +211,8 @@ def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | 
     """
     if (text is None) == (file is None):
         raise click.UsageError("give TEXT or --file FILE, not both and not neither")
+    if text == "-":  # the text itself comes on stdin, e.g. from a pipe or a heredoc
+        text = click.get_text_stream("stdin").read().strip()
     command_ids = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
     if file is not None:
         add_file(config, file, command_ids, metadata, expiration_date)
@@ -252,7 +255,8 @@ def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None],
 @scope_options
 @click.option("--top-k", type=int, help="How many results (default from the configuration).")
 @click.option("--threshold", type=float, help="The semantic gate, 0 to 1 (default from the configuration).")
-@json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'.")
+@json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'; created_at and updated_at take "
+             "dates: '{\"created_at\": {\"gte\": \"2026-12-01\"}}'.")
 @click.option("--show-expired", is_flag=True, help="Include memories past their expiration date.")
 @click.option("--explain", is_flag=True, help="Show every part of every score, the query analysis and the "
               "dropped candidates (a table, or explain_search's output with --json).")
@@ -279,7 +283,8 @@ def search(config: Config, query: str, user_id: str | None, agent_id: str | None
 
 @cli.command("list")
 @scope_options
-@json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'.")
+@json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'; created_at and updated_at take "
+             "dates: '{\"created_at\": {\"gte\": \"2026-12-01\"}}'.")
 @click.option("--show-expired", is_flag=True, help="Include memories past their expiration date.")
 @click.option("--limit", type=int, default=100, show_default=True, help="Page size.")
 @click.option("--offset", type=int, default=0, show_default=True, help="Memories to skip.")
@@ -313,18 +318,23 @@ def get(config: Config, memory_id: str, user_id: str | None, agent_id: str | Non
 @cli.command()
 @click.argument("memory_id")
 @click.option("--text", help="The new text.")
-@json_option("metadata", "A JSON object replacing the metadata.")
+@json_option("metadata", "A JSON object of keys to set (a key set to null is removed).")
+@click.option("--replace-metadata", is_flag=True, help="Replace the whole metadata with --metadata instead of "
+              "merging.")
+@click.option("--expiration-date", help="YYYY-MM-DD, today or later; 'never' clears it.")
 @scope_options
 @format_options
 @click.pass_obj
-def update(config: Config, memory_id: str, text: str | None, metadata: Any, user_id: str | None,
-           agent_id: str | None, run_id: str | None) -> None:
-    """Change a memory's text and/or metadata (the old version stays in its history)."""
+def update(config: Config, memory_id: str, text: str | None, metadata: Any, replace_metadata: bool,
+           expiration_date: str | None, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
+    """Change a memory's text, metadata or expiration date (the old version stays in its history)."""
     from .models import MemoryOut
 
+    if replace_metadata and metadata is None:
+        raise click.UsageError("--replace-metadata goes with --metadata (send '{}' to empty the metadata)")
     with open_engine(config) as engine:
-        memory = engine.update(memory_id, text=text, metadata=metadata,
-                               **default_scope(config, user_id, agent_id, run_id))
+        memory = engine.update(memory_id, text=text, metadata=metadata, replace_metadata=replace_metadata,
+                               expiration_date=expiration_date, **default_scope(config, user_id, agent_id, run_id))
     emit(MemoryOut.of(memory, NO_CAP), tables.one_memory)
 
 
@@ -341,6 +351,20 @@ def delete(config: Config, memory_id: str, user_id: str | None, agent_id: str | 
         memory = engine.delete(memory_id, **default_scope(config, user_id, agent_id, run_id))
     emit(DeletedOut(deleted=MemoryOut.of(memory, NO_CAP)),
          lambda output, width: "deleted:\n" + tables.one_memory(output.deleted, width))
+
+
+@cli.command()
+@click.argument("memory_id")
+@scope_options
+@format_options
+@click.pass_obj
+def restore(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
+    """Bring back a deleted memory (its text and metadata when deleted, under its old id)."""
+    from .models import MemoryOut
+
+    with open_engine(config) as engine:
+        memory = engine.restore(memory_id, **default_scope(config, user_id, agent_id, run_id))
+    emit(MemoryOut.of(memory, NO_CAP), tables.one_memory)
 
 
 @cli.command("delete-all")

@@ -179,7 +179,8 @@ Filters = Annotated[
     dict[str, Any] | None,
     Field(description="Metadata filter, Mem0 style: {\"category\": \"work\"}, {\"priority\": {\"gte\": 3}}, "
           "{\"tags\": {\"contains\": \"x\"}}, {\"OR\": [{...}, {...}]}, {\"NOT\": {...}}. Operators: eq ne gt gte "
-          "lt lte in nin contains icontains; \"*\" means the key exists."),
+          "lt lte in nin contains icontains; \"*\" means the key exists. created_at and updated_at are the memory's "
+          "own UTC timestamps, compared as dates or times: {\"created_at\": {\"gte\": \"2026-12-01\"}}."),
 ]
 ShowExpired = Annotated[bool, Field(description="Also return memories whose expiration_date has passed.")]
 ExpirationDate = Annotated[
@@ -356,7 +357,15 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         ctx: Context,
         memory_id: MemoryId,
         text: Annotated[Text, Field(description="The corrected fact, replacing the old text.")] = None,
-        metadata: Annotated[Metadata, Field(description="Replaces the whole metadata object.")] = None,
+        metadata: Annotated[Metadata, Field(description="Keys to set in the stored metadata (a key sent as null is "
+                                            "removed); with replace_metadata, the whole new metadata object.")] = None,
+        replace_metadata: Annotated[bool, Field(description="Replace the whole metadata object instead of merging "
+                                                "into it.")] = False,
+        expiration_date: Annotated[
+            str | None,
+            Field(pattern=r"^\s*(\d{4}-\d{2}-\d{2}|never)\s*$", description="A new YYYY-MM-DD expiration date, today "
+                  "or later, or 'never' to keep the memory until it is deleted."),
+        ] = None,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
@@ -366,7 +375,8 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         Prefer this to adding a contradicting memory. The old text stays in memory_history.
         """
         memory = engine_of(ctx).update(
-            memory_id, text=text, metadata=metadata, **default_scope(config, user_id, agent_id, run_id)
+            memory_id, text=text, metadata=metadata, replace_metadata=replace_metadata,
+            expiration_date=expiration_date, **default_scope(config, user_id, agent_id, run_id),
         )
         return MemoryOut.of(memory, max_chars)
 

@@ -46,6 +46,8 @@ from .validation import (
 )
 
 MESSAGE_ROLES = ("user", "assistant")
+NO_EXPIRATION = "never"
+"""The ``expiration_date`` that ``update`` reads as "clear it": the memory stays until deleted."""
 
 
 @dataclass(frozen=True)
@@ -266,15 +268,24 @@ class Engine:
         *,
         text: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        replace_metadata: bool = False,
+        expiration_date: str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
     ) -> Memory:
-        """Change a memory's text (re-embedded, re-lemmatized, entities relinked) and/or replace
-        its metadata."""
+        """Change a memory's text (re-embedded, re-lemmatized, entities relinked), metadata and/or
+        expiration date.
+
+        ``metadata`` is merged into the stored object: its keys are set, and a key sent as
+        ``None`` is removed; with ``replace_metadata`` it replaces the whole object.
+        ``expiration_date`` is ``YYYY-MM-DD`` (today or later), or ``"never"`` to clear it.
+        """
         scope = check_scope(user_id, agent_id, run_id)
-        if text is None and metadata is None:
-            raise InvalidArgument("nothing to update: send text, metadata or both")
+        if text is None and metadata is None and expiration_date is None:
+            raise InvalidArgument("nothing to update: send text, metadata, expiration_date or several")
+        clear_expiration = isinstance(expiration_date, str) and expiration_date.strip() == NO_EXPIRATION
+        new_expiration = None if clear_expiration else check_expiration(expiration_date, retrieval.today())
         if misplaced := scope_keys_in(metadata):
             raise InvalidArgument(
                 f"metadata holds the scope key(s) {', '.join(misplaced)}; update never moves a memory to another "
@@ -293,7 +304,13 @@ class Engine:
             row = self._get_row(self._conn, memory_id, scope)  # it may have changed while the models ran
             own_scope = scope_of(row)
             final_text = row.text if analysis is None else new_text
-            final_metadata = row.metadata if new_metadata is None else new_metadata
+            if new_metadata is None:
+                final_metadata = row.metadata
+            elif replace_metadata:
+                final_metadata = new_metadata
+            else:
+                merged = {**row.metadata, **new_metadata}
+                final_metadata = {key: value for key, value in merged.items() if value is not None}
             if analysis is not None:
                 final_hash = normalized_hash(final_text)
                 twin = db.find_by_hash(self._conn, own_scope, final_hash)
@@ -310,6 +327,8 @@ class Engine:
                 link_entities(self._conn, row.rowid, own_scope, analysis.entities, entity_vectors)
                 db.delete_orphan_entities(self._conn)
             db.update_memory_metadata(self._conn, row.rowid, final_metadata, stamp)
+            if clear_expiration or new_expiration is not None:
+                db.update_memory_expiration(self._conn, row.rowid, new_expiration, stamp)
             db.add_history(
                 self._conn, row, "UPDATE", old_text=row.text, new_text=final_text,
                 old_metadata=row.metadata, new_metadata=final_metadata,
@@ -339,6 +358,53 @@ class Engine:
                 self._delete_row(row)
             db.delete_orphan_entities(self._conn)
         return len(rowids)
+
+    def restore(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> Memory:
+        """Bring back a deleted memory from its history: the text and metadata it had when it
+        was deleted, under its old id, scope and creation time, re-embedded and re-linked.
+
+        History keeps no expiration date, speaker or role, so the restored memory has none.
+        An ADD event records the restore.
+        """
+        scope = check_scope(user_id, agent_id, run_id)
+        memory_id = check_id(memory_id, "memory_id")
+        self._check_writable()
+        with self._reading() as conn:
+            full_id = memory_id if db.history(conn, memory_id, scope) else self._full_id(
+                conn, "history", memory_id, scope
+            )
+            deleted = db.last_deletion(conn, full_id, scope)
+        if deleted is None:
+            raise NotFound(f"no history for memory {shown(memory_id)} in this scope, so nothing to restore")
+        if isinstance(deleted, str):
+            raise InvalidArgument(f"memory {shown(full_id)} is not deleted (its last change was {deleted}); "
+                                  "nothing to restore")
+        (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([deleted.text])
+        text_hash = normalized_hash(deleted.text)
+        stamp = now()
+        with self._lock, connection.write_transaction(self._conn):
+            if db.get_memory(self._conn, full_id, deleted.scope) is not None:
+                raise InvalidArgument(f"memory {shown(full_id)} was restored already")
+            twin = db.find_by_hash(self._conn, deleted.scope, text_hash)
+            if twin is not None:
+                raise InvalidArgument(
+                    f"the same text is stored again as memory {shown(twin.id)}; that one stands in for it"
+                )
+            memory = db.NewMemory(
+                id=full_id, text=deleted.text, text_lemmatized=analysis.lemmatized, hash=text_hash,
+                scope=deleted.scope, actor_id=None, role=None, metadata=deleted.metadata,
+                created_at=deleted.created_at, expiration_date=None, embedding=embedding,
+            )
+            rowid = db.insert_memory(self._conn, memory)
+            db.update_memory_metadata(self._conn, rowid, deleted.metadata, stamp)  # updated now
+            link_entities(self._conn, rowid, deleted.scope, analysis.entities, entity_vectors)
+            db.add_history(
+                self._conn, memory, "ADD", old_text=None, new_text=deleted.text,
+                old_metadata=None, new_metadata=deleted.metadata, at=stamp,
+            )
+            return to_memory(db.get_memory(self._conn, full_id, deleted.scope))
 
     def _delete_row(self, row: db.MemoryRow) -> None:
         """Delete one row and record it; the caller removes orphaned entities once afterwards."""

@@ -342,3 +342,90 @@ def test_an_ambiguous_prefix_names_the_candidates(run: Callable, engine: Engine,
             return await client.call_tool("get_memory", {"memory_id": "abcd1"})
 
     assert anyio.run(via_mcp).structured_content["text"] == "Ana likes tea"
+
+
+# --- everyday edits ------------------------------------------------------------------------------
+
+
+def test_update_merges_metadata_unless_told_to_replace_it(run: Callable, engine: Engine) -> None:
+    memory_id = output_json(run("add", "Ana lives in Lisbon", "--metadata", '{"city": "Lisbon", "source": "chat"}'))[
+        "results"][0]["memory"]["id"]
+    run("update", memory_id, "--metadata", '{"city": "Porto", "moved": 2025, "source": null}')
+    assert engine.get(memory_id, user_id="default").metadata == {"city": "Porto", "moved": 2025}
+    run("update", memory_id, "--metadata", '{"only": true}', "--replace-metadata")
+    assert engine.get(memory_id, user_id="default").metadata == {"only": True}
+    assert "--replace-metadata goes with --metadata" in run("update", memory_id, "--replace-metadata",
+                                                             ok=False).output
+
+
+def test_update_sets_and_clears_the_expiration_date(run: Callable, engine: Engine) -> None:
+    memory_id = output_json(run("add", "Ana flies to Berlin"))["results"][0]["memory"]["id"]
+    run("update", memory_id, "--expiration-date", "2099-12-15")
+    assert engine.get(memory_id, user_id="default").expiration_date == "2099-12-15"
+    run("update", memory_id, "--expiration-date", "never")
+    assert engine.get(memory_id, user_id="default").expiration_date is None
+    assert "is in the past" in run("update", memory_id, "--expiration-date", "2001-01-01", ok=False).output
+
+
+def test_add_dash_reads_the_text_from_stdin(run: Callable, engine: Engine) -> None:
+    run("add", "-", input="Ana's passport expires in March\n")
+    assert [m.text for m in engine.list(user_id="default")] == ["Ana's passport expires in March"]
+
+
+def test_filters_on_created_and_updated_dates(run: Callable, engine: Engine) -> None:
+    run("add", "Ana likes tea")
+    today = engine.list(user_id="default")[0].created_at[:10]
+
+    def texts(filters: str) -> list[str]:
+        return [m["text"] for m in output_json(run("list", "--filters", filters))["memories"]]
+
+    assert texts(f'{{"created_at": {{"gte": "{today}"}}}}') == ["Ana likes tea"]
+    assert texts(f'{{"created_at": {{"lte": "{today}"}}}}') == ["Ana likes tea"]  # a day means all of it
+    assert texts(f'{{"updated_at": "{today[:7]}"}}') == ["Ana likes tea"]  # this month
+    assert texts('{"created_at": {"gte": "2999-01-01"}}') == []
+    assert texts('{"created_at": {"lt": "2000"}}') == []
+    hits = output_json(run("search", "tea", "--filters", f'{{"created_at": {{"gte": "{today}"}}}}'))["results"]
+    assert [hit["text"] for hit in hits] == ["Ana likes tea"]
+    assert "compares with a date or time" in run("list", "--filters", '{"created_at": {"gte": "yesterday"}}',
+                                                 ok=False).output
+
+
+def test_restore_brings_back_a_deleted_memory(run: Callable, engine: Engine) -> None:
+    added = output_json(run("add", "Ana is allergic to peanuts", "--metadata", '{"category": "health"}'))
+    memory = added["results"][0]["memory"]
+    run("delete", memory["id"][:8])
+    assert engine.list(user_id="default") == []
+    restored = output_json(run("restore", memory["id"][:8]))
+    assert (restored["id"], restored["created_at"]) == (memory["id"], memory["created_at"])
+    again = engine.get(memory["id"], user_id="default")
+    assert (again.text, again.metadata) == ("Ana is allergic to peanuts", {"category": "health"})
+    assert engine.search("peanut allergy", user_id="default")[0].memory.id == memory["id"]
+    assert [e.event for e in engine.history(memory["id"], user_id="default")] == ["ADD", "DELETE", "ADD"]
+    assert "is not deleted" in run("restore", memory["id"], ok=False).output
+    assert "no history" in run("restore", "no-such-id", ok=False).output
+    assert engine.check() == []
+
+
+def test_update_memory_tool_merges_and_sets_the_expiration(config: Config, engine: Engine,
+                                                             engine_factory: Callable[[Config], Engine]) -> None:
+    import anyio
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    memory_id = engine.add("Ana lives in Lisbon", user_id="default", metadata={"city": "Lisbon", "a": 1})[0].memory.id
+
+    async def scenario() -> list[Any]:
+        async with Client(build_server(config, open_engine=engine_factory)) as client:
+            merged = await client.call_tool("update_memory", {"memory_id": memory_id, "metadata": {"city": "Porto"},
+                                                              "expiration_date": "2099-01-01"})
+            replaced = await client.call_tool("update_memory", {"memory_id": memory_id, "metadata": {"b": 2},
+                                                                "replace_metadata": True,
+                                                                "expiration_date": "never"})
+            listed = await client.call_tool("list_memories", {"filters": {"created_at": {"gte": "2000-01-01"}}})
+            return [merged.structured_content, replaced.structured_content, listed.structured_content]
+
+    merged, replaced, listed = anyio.run(scenario)
+    assert (merged["metadata"], merged["expiration_date"]) == ({"city": "Porto", "a": 1}, "2099-01-01")
+    assert (replaced["metadata"], replaced["expiration_date"]) == ({"b": 2}, None)
+    assert [m["id"] for m in listed["memories"]] == [memory_id]
