@@ -14,6 +14,8 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -23,12 +25,14 @@ from typing import Any, BinaryIO
 
 import click
 
-from store.config import Config, load_config
+from store.config import Config, load_config, unknown_variables
 from store.errors import TrimemError
 
 from . import default_scope, named_scope, tables
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+MAX_OFFSET = 2**63 - 1
+"""SQLite integers are 64-bit: a larger offset cannot even be bound."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,8 +50,10 @@ def cli(ctx: click.Context, config_path: Path | None, db_path: Path | None, log_
     Configuration comes from configs/default.toml, then --config, then TRIMEM_*
     environment variables (e.g. TRIMEM_USER_ID), then these options.
     """
-    with engine_errors():
+    with engine_errors(options=False):
         config = load_config(config_path)
+    for warning in unknown_variables():
+        click.echo(f"warning: {warning}", err=True)
     if db_path is not None:
         config = config.replace("store", db_path=str(db_path))
     if log_level is not None:
@@ -61,20 +67,43 @@ def cli(ctx: click.Context, config_path: Path | None, db_path: Path | None, log_
     ctx.obj = config
 
 
+CLI_WORDS = {
+    "use next_offset from the last page": "use the --offset that the last page's 'more:' line shows",
+    "user_id": "--user-id", "agent_id": "--agent-id", "run_id": "--run-id", "top_k": "--top-k",
+    "expiration_date": "--expiration-date", "replace_metadata": "--replace-metadata", "memory_id": "MEMORY_ID",
+}
+"""Argument names in the engine's messages, and what a person at the command line types instead."""
+_QUOTED = re.compile(r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+_CLI_WORD = re.compile("|".join(rf"\b{re.escape(word)}\b" for word in CLI_WORDS))
+
+
+def in_cli_words(message: str) -> str:
+    """``message`` with argument names spelt as options (``top_k`` → ``--top-k``); quoted
+    values (the engine quotes every value it echoes) are left as they are."""
+    parts = _QUOTED.split(message)
+    return "".join(part if i % 2 else _CLI_WORD.sub(lambda m: CLI_WORDS[m.group(0)], part)
+                   for i, part in enumerate(parts))
+
+
 @contextmanager
-def engine_errors() -> Iterator[None]:
-    """The engine's messages say what to fix; show them as command errors, not tracebacks."""
+def engine_errors(options: bool = True) -> Iterator[None]:
+    """The engine's messages say what to fix; show them as command errors, not tracebacks, and
+    (``options``) with argument names spelt as this command's options. Messages about a
+    configuration file or a JSON Lines file keep their keys: that is what the file says."""
     try:
         yield
     except TrimemError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(in_cli_words(str(exc)) if options else str(exc)) from exc
 
 
 @contextmanager
 def open_engine(config: Config) -> Iterator[Any]:
     from store.engine import Engine  # numpy and apsw: only for commands that use the database
 
+    new = not config.database.exists()
     with engine_errors(), Engine(config) as engine:
+        if new:  # a mistyped --db or TRIMEM_DB_PATH would otherwise look like an empty memory
+            click.echo(f"created new database at {config.database}", err=True)
         yield engine
 
 
@@ -89,6 +118,20 @@ def scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     ):
         fn = click.option(f"--{name}", help=help_text)(fn)
     return fn
+
+
+def count_option(name: str, help_text: str, default: int | None = None) -> Callable[..., Any]:
+    """``--top-k`` / ``--limit``: a count from 1 to the configured ``max_top_k``, checked here so
+    the message names the option."""
+
+    def check(ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
+        maximum = ctx.find_object(Config).limits.max_top_k
+        if value is not None and not 1 <= value <= maximum:
+            raise click.BadParameter(f"must be between 1 and {maximum} (limits.max_top_k), got {value}")
+        return value
+
+    return click.option(f"--{name}", type=int, default=default, show_default=default is not None, callback=check,
+                        help=help_text)
 
 
 def json_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -233,7 +276,7 @@ def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None],
     def scope_of(**line_ids: str) -> dict[str, str]:
         return default_scope(config, **(line_ids or command_ids))
 
-    with engine_errors():
+    with engine_errors(options=False):
         memories = bulk.read_lines(file, scope_of=scope_of, metadata=metadata, expiration_date=expiration_date,
                                    limits=config.limits)
     added = duplicates = 0
@@ -253,8 +296,9 @@ def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None],
 @cli.command()
 @click.argument("query")
 @scope_options
-@click.option("--top-k", type=int, help="How many results (default from the configuration).")
-@click.option("--threshold", type=float, help="The semantic gate, 0 to 1 (default from the configuration).")
+@count_option("top-k", "How many results (default from the configuration).")
+@click.option("--threshold", type=click.FloatRange(0, 1),
+              help="The semantic gate, 0 to 1 (default from the configuration).")
 @json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'; created_at and updated_at take "
              "dates: '{\"created_at\": {\"gte\": \"2026-12-01\"}}'.")
 @click.option("--show-expired", is_flag=True, help="Include memories past their expiration date.")
@@ -286,8 +330,9 @@ def search(config: Config, query: str, user_id: str | None, agent_id: str | None
 @json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'; created_at and updated_at take "
              "dates: '{\"created_at\": {\"gte\": \"2026-12-01\"}}'.")
 @click.option("--show-expired", is_flag=True, help="Include memories past their expiration date.")
-@click.option("--limit", type=int, default=100, show_default=True, help="Page size.")
-@click.option("--offset", type=int, default=0, show_default=True, help="Memories to skip.")
+@count_option("limit", "Page size.", default=100)
+@click.option("--offset", type=click.IntRange(0, MAX_OFFSET), default=0, show_default=True,
+              help="Memories to skip.")
 @format_options
 @click.pass_obj
 def list_(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None, filters: Any,
@@ -369,14 +414,17 @@ def restore(config: Config, memory_id: str, user_id: str | None, agent_id: str |
 
 @cli.command("delete-all")
 @scope_options
-@click.confirmation_option(prompt="Forget every memory in this scope?")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @format_options
 @click.pass_obj
-def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
+def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None, yes: bool) -> None:
     """Forget every memory of the named user, agent or run (name at least one; an agent or run
     alone means the configured user's)."""
     with engine_errors():
         scope = named_scope(config, user_id, agent_id, run_id)
+    if not yes:
+        named = ", ".join(f"{key}={value!r}" for key, value in scope.items())
+        click.confirm(f"Forget every memory of {in_cli_words(named)} in {config.database}?", abort=True)
     from .models import DeletedCount
 
     with open_engine(config) as engine:
@@ -425,10 +473,20 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
 
 
 @cli.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("target", metavar="PATH", type=click.Path())
 @click.pass_obj
-def backup(config: Config, path: Path) -> None:
-    """Copy the database to PATH with SQLite's online backup (safe while servers run)."""
+def backup(config: Config, target: str) -> None:
+    """Copy the database to PATH with SQLite's online backup (safe while servers run). A folder
+    (existing, or written with a trailing slash) gets a file named after the database and the time."""
+    path = Path(target)  # a Path forgets the trailing slash that says "a folder"
+    if path.is_dir() or target.endswith(("/", os.sep)):
+        from store.engine import now
+
+        stamp = now()[:19].replace("-", "").replace(":", "")
+        name, suffix = f"{config.database.stem}-{stamp}", config.database.suffix or ".db"
+        path, taken = path / f"{name}{suffix}", 1
+        while path.exists():  # two backups within a second
+            path, taken = path.with_name(f"{name}-{taken}{suffix}"), taken + 1
     with open_engine(config) as engine:
         engine.backup(path)
     click.echo(f"backed up {config.database} to {path}")

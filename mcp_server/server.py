@@ -209,9 +209,12 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         lifespan=lifespan(config, open_engine),
     )
     limits, max_chars = config.limits, config.server.max_result_chars
+    # Counts carry their range in the schema only: the engine checks them, so an out-of-range
+    # count gets the engine's plain message (as on the command line), not pydantic's text and link.
+    count_range = {"minimum": 1, "maximum": limits.max_top_k}
     TopK = Annotated[
         int,
-        Field(ge=1, le=limits.max_top_k, description=f"How many memories to return, 1 to {limits.max_top_k}."),
+        Field(json_schema_extra=count_range, description=f"How many memories to return, 1 to {limits.max_top_k}."),
     ]
     Threshold = Annotated[
         float,
@@ -338,7 +341,8 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         run_id: RunId = None,
         filters: Filters = None,
         show_expired: ShowExpired = False,
-        limit: Annotated[int, Field(ge=1, le=limits.max_top_k, description="Page size.")] = 20,
+        limit: Annotated[int, Field(json_schema_extra=count_range, description=f"Page size, 1 to "
+                                    f"{limits.max_top_k}.")] = 20,
         offset: Annotated[int, Field(ge=0, description="Memories to skip; use next_offset from the last page.")] = 0,
     ) -> MemoryPage:
         """List stored memories, newest first, one page at a time.

@@ -472,7 +472,7 @@ class Engine:
     ) -> list[Memory]:
         """A page of the scope's memories, newest first."""
         scope = check_scope(user_id, agent_id, run_id)
-        limit = check_top_k(limit, self.config.limits.max_top_k)
+        limit = check_top_k(limit, self.config.limits.max_top_k, "limit")
         offset = check_offset(offset)
         fsql, fparams = filters_sql(filters)
         today = None if show_expired else retrieval.today()

@@ -91,7 +91,8 @@ def test_delete_all_needs_a_scope_and_a_confirmation(run: Callable, engine: Engi
 def test_errors_are_messages_not_tracebacks(run: Callable) -> None:
     missing = run("get", "no-such-id", ok=False)
     assert missing.exit_code == 1 and "memory 'no-such-id' not found" in missing.output
-    assert "top_k must be between 1 and 100" in run("search", "x", "--top-k", "0", ok=False).output
+    assert "Invalid value for '--top-k': must be between 1 and 100" in run("search", "x", "--top-k", "0",
+                                                                            ok=False).output
     bad_json = run("add", "x", "--metadata", "{oops", ok=False)
     assert bad_json.exit_code == 2 and "not valid JSON" in bad_json.output
     assert "unknown operator" in run("list", "--filters", '{"a": {"near": 1}}', ok=False).output
@@ -167,7 +168,8 @@ def test_add_file_adds_every_line_in_its_scope(run: Callable, engine: Engine, tm
     ))
     summary = run("add", "--file", str(path), "--user-id", "ana", "--metadata", '{"source": "import"}')
     assert output_json(summary) == {"added": 4, "duplicates": 1}
-    assert summary.stdout.count("\n") == 1 and not summary.stderr  # one summary line, no bar off a terminal
+    assert summary.stdout.count("\n") == 1  # one summary line
+    assert "adding" not in summary.stderr  # no bar off a terminal
     ana = {m.text: m for m in engine.list(user_id="ana")}
     assert set(ana) == {"Ana is allergic to peanuts", "Ana moves to Porto in May"}
     assert ana["Ana is allergic to peanuts"].metadata == {"category": "health"}  # the line's own wins
@@ -429,3 +431,72 @@ def test_update_memory_tool_merges_and_sets_the_expiration(config: Config, engin
     assert (merged["metadata"], merged["expiration_date"]) == ({"city": "Porto", "a": 1}, "2099-01-01")
     assert (replaced["metadata"], replaced["expiration_date"]) == ({"b": 2}, None)
     assert [m["id"] for m in listed["memories"]] == [memory_id]
+
+
+# --- mistakes that say so ------------------------------------------------------------------------
+
+
+def test_an_unknown_trimem_variable_is_a_warning_naming_the_closest(run: Callable,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRIMEM_TRESHOLD", "0.5")
+    result = run("list")
+    assert "warning: 'TRIMEM_TRESHOLD' is not a trimem setting and is ignored; did you mean TRIMEM_THRESHOLD?" \
+        in result.stderr
+    assert output_json(result)["memories"] == []  # a warning, not an error
+
+
+def test_a_new_database_is_announced(run: Callable, db_path: Path) -> None:
+    assert f"created new database at {db_path}" in run("list").stderr
+    assert "created new database" not in run("list").stderr
+
+
+def test_backup_into_a_folder(run: Callable, tmp_path: Path, config: Config,
+                              engine_factory: Callable[[Config], Engine]) -> None:
+    run("add", "Ana lives in Lisbon")
+    folder = tmp_path / "backups"
+    run("backup", f"{folder}/")  # not there yet: the trailing slash says it is a folder
+    run("backup", str(folder))  # there now
+    copies = sorted(folder.iterdir())
+    assert len(copies) == 2 and all(copy.name.startswith("memories-") and copy.suffix == ".db" for copy in copies)
+    with engine_factory(config.replace("store", db_path=str(copies[0]))) as copy:
+        assert [m.text for m in copy.list(user_id="default")] == ["Ana lives in Lisbon"]
+
+
+def test_delete_all_names_the_scope_before_asking(run: Callable, engine: Engine, db_path: Path) -> None:
+    engine.add("Bob likes hiking", user_id="bob")
+    refused = run("delete-all", ok=False, input="y\n")
+    assert "name a scope: at least one of --user-id, --agent-id or --run-id" in refused.output
+    assert "Forget" not in refused.output  # refused before asking
+    kept = run("delete-all", "--user-id", "bob", ok=False, input="n\n")
+    assert f"Forget every memory of --user-id='bob' in {db_path}? [y/N]" in kept.output
+    assert [m.text for m in engine.list(user_id="bob")] == ["Bob likes hiking"]
+    assert "deleted_count" in run("delete-all", "--user-id", "bob", input="y\n").stdout
+    assert engine.list(user_id="bob") == []
+
+
+def test_errors_speak_of_options_not_tool_arguments(run: Callable) -> None:
+    assert "Invalid value for '--limit': must be between 1 and 100" in run("list", "--limit", "0", ok=False).output
+    assert "Invalid value for '--threshold'" in run("search", "x", "--threshold", "2", ok=False).output
+    past = run("add", "x", "--expiration-date", "2001-01-01", ok=False).output
+    assert "--expiration-date 2001-01-01 is in the past" in past and "expiration_date" not in past
+    moved = run("update", "abcd1234", "--metadata", '{"user_id": "bob"}', ok=False).output
+    assert "--user-id" in moved and "update_memory" not in moved
+
+
+def test_mcp_out_of_range_top_k_is_the_plain_message(config: Config,
+                                                     engine_factory: Callable[[Config], Engine]) -> None:
+    import anyio
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    async def scenario() -> tuple[str, dict]:
+        async with Client(build_server(config, open_engine=engine_factory)) as client:
+            result = await client.call_tool("search_memory", {"query": "x", "top_k": 500})
+            assert result.is_error
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            return result.content[0].text, tools["search_memory"].input_schema["properties"]["top_k"]
+
+    message, schema = anyio.run(scenario)
+    assert message.endswith(": top_k must be between 1 and 100, got 500") and "pydantic" not in message
+    assert (schema["minimum"], schema["maximum"]) == (1, 100)  # the schema still says so
