@@ -31,6 +31,7 @@ from store.errors import TrimemError
 from . import default_scope, named_scope, tables
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
 MAX_OFFSET = 2**63 - 1
 """SQLite integers are 64-bit: a larger offset cannot even be bound."""
 
@@ -64,6 +65,11 @@ def cli(ctx: click.Context, config_path: Path | None, db_path: Path | None, log_
         level=config.server.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if logging.getLevelName(config.server.log_level.upper()) > logging.DEBUG:
+        # At INFO the log says what trimem does (one line at start-up); the SDK's and the HTTP
+        # server's per-session and per-request lines are only for debugging.
+        for chatty in QUIET_LOGGERS:
+            logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     ctx.obj = config
 
 
@@ -227,8 +233,16 @@ def serve(config: Config, transport: str, port: int) -> None:
     if transport == "stdio":
         server.run("stdio")
     else:
-        # Loopback only: the server has no authentication.
-        server.run("streamable-http", host="127.0.0.1", port=port)
+        import anyio
+        import uvicorn
+
+        # Loopback only: the server has no authentication. Uvicorn logs through our stderr
+        # handler (log_config=None) and without access lines, which it would print on stdout.
+        app = server.streamable_http_app(host="127.0.0.1")
+        level = config.server.log_level.lower()
+        settings = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
+                                  log_level=level if level == "debug" else "warning")
+        anyio.run(uvicorn.Server(settings).serve)
 
 
 @cli.command()

@@ -89,7 +89,12 @@ class State:
             return
         finally:
             self._opened.set()
-        log.info("trimem serving %s", self._engine.path)
+        engine = self._engine
+        log.info(
+            "trimem serving %s for user_id=%r; models: %s on %s, spaCy %s", engine.path,
+            self._config.server.user_id, engine.embedder.name, engine.embedder.backend,
+            self._config.store.spacy_pipeline or "(the best installed)",
+        )
         warm_up(self._engine)
 
     def engine(self) -> "Engine":
@@ -117,7 +122,7 @@ def warm_up(engine: "Engine") -> None:
     except Exception:
         log.exception("warming up the models failed; the first tool call will try again")
     else:
-        log.info("models loaded; ready")
+        log.debug("models loaded; ready")
 
 
 def lifespan(

@@ -178,7 +178,7 @@ class NLP:
             self._finish_setup(nlp)
             self._tier = tier
             self._nlp = nlp  # published last: other threads test this without the lock
-            logger.info("NLP pipeline ready: tier=%s pipes=%s", tier, nlp.pipe_names)
+            logger.debug("NLP pipeline ready: tier=%s pipes=%s", tier, nlp.pipe_names)
 
     def _load_pipeline(self) -> tuple[Language, str]:
         try:
