@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import os
+import platform
 import re
 import shutil
 import sys
@@ -53,6 +54,7 @@ def cli(ctx: click.Context, config_path: Path | None, db_path: Path | None, log_
     """
     with engine_errors(options=False):
         config = load_config(config_path)
+    ctx.meta["trimem.config_sources"] = config_sources(config_path, {"--db": db_path, "--log-level": log_level})
     for warning in unknown_variables():
         click.echo(f"warning: {warning}", err=True)
     if db_path is not None:
@@ -89,6 +91,34 @@ def in_cli_words(message: str) -> str:
     parts = _QUOTED.split(message)
     return "".join(part if i % 2 else _CLI_WORD.sub(lambda m: CLI_WORDS[m.group(0)], part)
                    for i, part in enumerate(parts))
+
+
+def config_sources(config_path: Path | None, options: dict[str, Any]) -> list[str]:
+    """Where the active configuration came from, earliest first (``trimem doctor``)."""
+    from store.config import ENV_PREFIX, HOME_VARIABLE, defaults_path
+
+    sources = [f"defaults: {defaults_path()}"]
+    if config_path is not None:
+        sources.append(f"file: {config_path}")
+    variables = sorted(name for name in os.environ if name.startswith(ENV_PREFIX))
+    if variables:
+        sources.append("environment: " + ", ".join(variables))
+    named = [name for name, value in options.items() if value is not None]
+    if named:
+        sources.append("options: " + ", ".join(named))
+    if HOME_VARIABLE not in os.environ:
+        sources.append("data folder: the platform's (TRIMEM_HOME unset)")
+    return sources
+
+
+def package_version(name: str) -> str | None:
+    """An installed distribution's version, read from its metadata (nothing is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
 
 
 @contextmanager
@@ -466,7 +496,9 @@ def history(config: Config, memory_id: str, user_id: str | None, agent_id: str |
 @click.option("--repair", is_flag=True, help="Rebuild derived rows (vectors, keyword index, entity links).")
 @click.pass_obj
 def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
-    """Versions, models, the database path and row counts; --check and --repair for upkeep."""
+    """Versions (trimem, Python, torch, ...), models, the database, row counts and the active
+    configuration with its sources; --check and --repair for upkeep. Loads no model unless
+    --check --deep or --repair needs one."""
     if check and repair:
         raise click.UsageError("use --check or --repair, not both (run --check again after a repair)")
     if deep and not check:
@@ -483,7 +515,12 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
                                            "derived rows")
             click.echo("ok: no problems found")
         else:
-            echo_json({"binding": "apsw", **engine.status()})
+            versions = {"trimem": package_version("trimem"), "python": platform.python_version(),
+                        "torch": package_version("torch"), "onnxruntime": package_version("onnxruntime"),
+                        "spacy": package_version("spacy")}
+            sources = click.get_current_context().meta.get("trimem.config_sources", [])
+            echo_json({"binding": "apsw", "versions": versions, **engine.status(),
+                       "configuration": {"sources": sources, "settings": dataclasses.asdict(config)}})
 
 
 @cli.command()

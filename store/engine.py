@@ -569,5 +569,6 @@ class Engine:
             info["counts"] = db.counts(conn)
         info["read_only"] = self.read_only
         info["embedding_backend"] = self.embedder.backend
-        info["spacy_tier"] = self.nlp.tier
+        info["spacy_tier"] = self.nlp.expected_tier  # without loading it: doctor answers in a moment
+        info["spacy_loaded"] = self.nlp.loaded
         return info

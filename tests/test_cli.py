@@ -500,3 +500,27 @@ def test_mcp_out_of_range_top_k_is_the_plain_message(config: Config,
     message, schema = anyio.run(scenario)
     assert message.endswith(": top_k must be between 1 and 100, got 500") and "pydantic" not in message
     assert (schema["minimum"], schema["maximum"]) == (1, 100)  # the schema still says so
+
+
+def test_doctor_names_versions_and_configuration_without_loading_spacy(
+    db_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from store.nlp import NLP
+
+    unloaded = NLP()
+    monkeypatch.setattr("store.engine.Engine", lambda config: Engine(config, embedder=embedder, nlp=unloaded))
+    monkeypatch.setenv("TRIMEM_USER_ID", "ana")
+    config_file = tmp_path / "trimem.toml"
+    config_file.write_text('[limits]\nmax_top_k = 50\n')
+    result = CliRunner().invoke(cli, ["--config", str(config_file), "--db", str(db_path), "doctor"])
+    assert result.exit_code == 0, result.output
+    status = output_json(result)
+    assert set(status["versions"]) >= {"trimem", "python", "torch"} and status["versions"]["python"]
+    assert status["versions"]["torch"].startswith("2.")
+    sources = status["configuration"]["sources"]
+    assert sources[0].startswith("defaults: ") and f"file: {config_file}" in sources
+    assert any(s.startswith("environment: ") and "TRIMEM_USER_ID" in s for s in sources)
+    assert "options: --db" in sources
+    settings = status["configuration"]["settings"]
+    assert (settings["server"]["user_id"], settings["limits"]["max_top_k"]) == ("ana", 50)
+    assert status["spacy_tier"] and status["spacy_loaded"] is False and not unloaded.loaded
