@@ -1,9 +1,11 @@
 """The ``trimem`` command: ``serve`` for MCP clients, and one command per engine operation.
 
-Each command opens the engine, makes one ``Engine`` call and prints its result as the
-JSON of the engine's dataclasses (``asdict``), so scripts read the same fields the MCP
-tools return. Option names are the keyword names (``--top-k`` is ``top_k=``). Engine
-errors become ``click.ClickException`` with the engine's message. Logs go to stderr.
+Each command opens the engine, makes one ``Engine`` call and prints its result: as a
+compact table when stdout is a terminal, otherwise as the JSON of the MCP tool's
+structured output (``models.py``, texts never cut), so a script reads the same fields
+from either surface; ``--format`` chooses. Option names are the keyword names
+(``--top-k`` is ``top_k=``). Engine errors become ``click.ClickException`` with the
+engine's message. Logs go to stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
+import platform
+import re
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,12 +26,15 @@ from typing import Any, BinaryIO
 
 import click
 
-from store.config import Config, load_config
+from store.config import Config, load_config, unknown_variables
 from store.errors import TrimemError
 
-from . import default_scope, named_scope
+from . import default_scope, named_scope, tables
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
+MAX_OFFSET = 2**63 - 1
+"""SQLite integers are 64-bit: a larger offset cannot even be bound."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,8 +52,11 @@ def cli(ctx: click.Context, config_path: Path | None, db_path: Path | None, log_
     Configuration comes from configs/default.toml, then --config, then TRIMEM_*
     environment variables (e.g. TRIMEM_USER_ID), then these options.
     """
-    with engine_errors():
+    with engine_errors(options=False):
         config = load_config(config_path)
+    ctx.meta["trimem.config_sources"] = config_sources(config_path, {"--db": db_path, "--log-level": log_level})
+    for warning in unknown_variables():
+        click.echo(f"warning: {warning}", err=True)
     if db_path is not None:
         config = config.replace("store", db_path=str(db_path))
     if log_level is not None:
@@ -55,23 +67,79 @@ def cli(ctx: click.Context, config_path: Path | None, db_path: Path | None, log_
         level=config.server.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if logging.getLevelName(config.server.log_level.upper()) > logging.DEBUG:
+        # At INFO the log says what trimem does (one line at start-up); the SDK's and the HTTP
+        # server's per-session and per-request lines are only for debugging.
+        for chatty in QUIET_LOGGERS:
+            logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     ctx.obj = config
 
 
+CLI_WORDS = {
+    "use next_offset from the last page": "use the --offset that the last page's 'more:' line shows",
+    "user_id": "--user-id", "agent_id": "--agent-id", "run_id": "--run-id", "top_k": "--top-k",
+    "expiration_date": "--expiration-date", "replace_metadata": "--replace-metadata", "memory_id": "MEMORY_ID",
+}
+"""Argument names in the engine's messages, and what a person at the command line types instead."""
+_QUOTED = re.compile(r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+_CLI_WORD = re.compile("|".join(rf"\b{re.escape(word)}\b" for word in CLI_WORDS))
+
+
+def in_cli_words(message: str) -> str:
+    """``message`` with argument names spelt as options (``top_k`` → ``--top-k``); quoted
+    values (the engine quotes every value it echoes) are left as they are."""
+    parts = _QUOTED.split(message)
+    return "".join(part if i % 2 else _CLI_WORD.sub(lambda m: CLI_WORDS[m.group(0)], part)
+                   for i, part in enumerate(parts))
+
+
+def config_sources(config_path: Path | None, options: dict[str, Any]) -> list[str]:
+    """Where the active configuration came from, earliest first (``trimem doctor``)."""
+    from store.config import ENV_PREFIX, HOME_VARIABLE, defaults_path
+
+    sources = [f"defaults: {defaults_path()}"]
+    if config_path is not None:
+        sources.append(f"file: {config_path}")
+    variables = sorted(name for name in os.environ if name.startswith(ENV_PREFIX))
+    if variables:
+        sources.append("environment: " + ", ".join(variables))
+    named = [name for name, value in options.items() if value is not None]
+    if named:
+        sources.append("options: " + ", ".join(named))
+    if HOME_VARIABLE not in os.environ:
+        sources.append("data folder: the platform's (TRIMEM_HOME unset)")
+    return sources
+
+
+def package_version(name: str) -> str | None:
+    """An installed distribution's version, read from its metadata (nothing is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 @contextmanager
-def engine_errors() -> Iterator[None]:
-    """The engine's messages say what to fix; show them as command errors, not tracebacks."""
+def engine_errors(options: bool = True) -> Iterator[None]:
+    """The engine's messages say what to fix; show them as command errors, not tracebacks, and
+    (``options``) with argument names spelt as this command's options. Messages about a
+    configuration file or a JSON Lines file keep their keys: that is what the file says."""
     try:
         yield
     except TrimemError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(in_cli_words(str(exc)) if options else str(exc)) from exc
 
 
 @contextmanager
 def open_engine(config: Config) -> Iterator[Any]:
     from store.engine import Engine  # numpy and apsw: only for commands that use the database
 
+    new = not config.database.exists()
     with engine_errors(), Engine(config) as engine:
+        if new:  # a mistyped --db or TRIMEM_DB_PATH would otherwise look like an empty memory
+            click.echo(f"created new database at {config.database}", err=True)
         yield engine
 
 
@@ -88,6 +156,20 @@ def scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def count_option(name: str, help_text: str, default: int | None = None) -> Callable[..., Any]:
+    """``--top-k`` / ``--limit``: a count from 1 to the configured ``max_top_k``, checked here so
+    the message names the option."""
+
+    def check(ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
+        maximum = ctx.find_object(Config).limits.max_top_k
+        if value is not None and not 1 <= value <= maximum:
+            raise click.BadParameter(f"must be between 1 and {maximum} (limits.max_top_k), got {value}")
+        return value
+
+    return click.option(f"--{name}", type=int, default=default, show_default=default is not None, callback=check,
+                        help=help_text)
+
+
 def json_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """An option holding a JSON object, parsed before the command runs."""
 
@@ -100,6 +182,58 @@ def json_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Cal
             raise click.BadParameter(f"not valid JSON ({exc}); e.g. '{{\"category\": \"work\"}}'") from None
 
     return click.option(f"--{name}", callback=parse, help=help_text)
+
+
+FORMATS = ("table", "json", "jsonl")
+NO_CAP = sys.maxsize
+"""The CLI prints whole texts: the tools' ``max_result_chars`` protects a context window, not a terminal."""
+
+
+def format_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--format table|json|jsonl`` with ``--json`` and ``--jsonl`` as short forms; the choice
+    is read by ``emit`` (through the context), so commands do not carry it."""
+
+    def remember(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value:
+            ctx.meta.setdefault("trimem.formats", set()).add(value)
+
+    for flag, kind in (("--jsonl", "jsonl"), ("--json", "json")):
+        fn = click.option(flag, flag_value=kind, expose_value=False, callback=remember,
+                          help=f"Short for --format {kind}.")(fn)
+    return click.option(
+        "--format", type=click.Choice(FORMATS), expose_value=False, callback=remember,
+        help="table for people (the default when stdout is a terminal); json, shaped as the MCP tool's structured "
+             "output (the default otherwise); jsonl, one object per line.",
+    )(fn)
+
+
+def output_format() -> str:
+    chosen = click.get_current_context().meta.get("trimem.formats", set())
+    if len(chosen) > 1:
+        raise click.UsageError(f"choose one output format, not {' and '.join(sorted(chosen))}")
+    if chosen:
+        return next(iter(chosen))
+    return "table" if stdout_is_terminal() else "json"
+
+
+def stdout_is_terminal() -> bool:
+    """A person is reading (tests patch this: click's runner is never a terminal)."""
+    return sys.stdout.isatty()
+
+
+def emit(output: Any, render: Callable[[Any, int], str], items: str | None = None) -> None:
+    """Print a tool-shaped output (a pydantic model): ``render(output, width)`` for a terminal,
+    its JSON otherwise; with ``jsonl``, one line per element of the list field ``items``."""
+    kind = output_format()
+    if kind == "table":
+        click.echo(render(output, shutil.get_terminal_size().columns))
+        return
+    data = output.model_dump(mode="json")
+    if kind == "json":
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    for item in data[items] if items else [data]:
+        click.echo(json.dumps(item, ensure_ascii=False))
 
 
 def echo_json(value: Any) -> None:
@@ -129,8 +263,16 @@ def serve(config: Config, transport: str, port: int) -> None:
     if transport == "stdio":
         server.run("stdio")
     else:
-        # Loopback only: the server has no authentication.
-        server.run("streamable-http", host="127.0.0.1", port=port)
+        import anyio
+        import uvicorn
+
+        # Loopback only: the server has no authentication. Uvicorn logs through our stderr
+        # handler (log_config=None) and without access lines, which it would print on stdout.
+        app = server.streamable_http_app(host="127.0.0.1")
+        level = config.server.log_level.lower()
+        settings = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
+                                  log_level=level if level == "debug" else "warning")
+        anyio.run(uvicorn.Server(settings).serve)
 
 
 @cli.command()
@@ -142,10 +284,12 @@ def serve(config: Config, transport: str, port: int) -> None:
 @json_option("metadata", "A JSON object stored with the memory.")
 @click.option("--expiration-date",
               help="YYYY-MM-DD, today or later; the memory is hidden once this day has ended (UTC).")
+@format_options
 @click.pass_obj
 def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | None, agent_id: str | None,
         run_id: str | None, metadata: Any, expiration_date: str | None) -> None:
-    """Remember TEXT; prints the memory and whether it was new (ADD) or already stored (DUPLICATE).
+    """Remember TEXT ('-' reads it from stdin); prints the memory and whether it was new (ADD) or
+    already stored (DUPLICATE).
 
     With --file, remembers one memory per line and prints how many were added and how
     many were already stored. Lines without their own scope, metadata or expiration
@@ -154,13 +298,18 @@ def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | 
     """
     if (text is None) == (file is None):
         raise click.UsageError("give TEXT or --file FILE, not both and not neither")
+    if text == "-":  # the text itself comes on stdin, e.g. from a pipe or a heredoc
+        text = click.get_text_stream("stdin").read().strip()
     command_ids = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
     if file is not None:
         add_file(config, file, command_ids, metadata, expiration_date)
         return
+    from .models import AddOutput
+
     with open_engine(config) as engine:
-        echo_json(engine.add(text, **default_scope(config, **command_ids), metadata=metadata,
-                             expiration_date=expiration_date))
+        added = engine.add(text, **default_scope(config, **command_ids), metadata=metadata,
+                           expiration_date=expiration_date)
+    emit(AddOutput.of(added, NO_CAP), tables.added, items="results")
 
 
 def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None], metadata: Any,
@@ -171,7 +320,7 @@ def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None],
     def scope_of(**line_ids: str) -> dict[str, str]:
         return default_scope(config, **(line_ids or command_ids))
 
-    with engine_errors():
+    with engine_errors(options=False):
         memories = bulk.read_lines(file, scope_of=scope_of, metadata=metadata, expiration_date=expiration_date,
                                    limits=config.limits)
     added = duplicates = 0
@@ -191,96 +340,154 @@ def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None],
 @cli.command()
 @click.argument("query")
 @scope_options
-@click.option("--top-k", type=int, help="How many results (default from the configuration).")
-@click.option("--threshold", type=float, help="The semantic gate, 0 to 1 (default from the configuration).")
-@json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'.")
+@count_option("top-k", "How many results (default from the configuration).")
+@click.option("--threshold", type=click.FloatRange(0, 1),
+              help="The semantic gate, 0 to 1 (default from the configuration).")
+@json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'; created_at and updated_at take "
+             "dates: '{\"created_at\": {\"gte\": \"2026-12-01\"}}'.")
 @click.option("--show-expired", is_flag=True, help="Include memories past their expiration date.")
-@click.option("--explain", is_flag=True, help="Show every part of every score as a table.")
+@click.option("--explain", is_flag=True, help="Show every part of every score, the query analysis and the "
+              "dropped candidates (a table, or explain_search's output with --json).")
+@format_options
 @click.pass_obj
 def search(config: Config, query: str, user_id: str | None, agent_id: str | None, run_id: str | None,
            top_k: int | None, threshold: float | None, filters: Any, show_expired: bool, explain: bool) -> None:
     """Memories relevant to QUERY, best first."""
     arguments = dict(default_scope(config, user_id, agent_id, run_id), top_k=top_k, threshold=threshold,
                      filters=filters, show_expired=show_expired)
+    from .models import ExplainOutput, SearchOutput
+
     with open_engine(config) as engine:
         if explain:
             from .explain_table import render
 
-            click.echo(render(engine.explain(query, **arguments)))
+            explanation = engine.explain(query, **arguments)
+            max_dropped = config.search.top_k if top_k is None else top_k
+            emit(ExplainOutput.of(explanation, NO_CAP, max_dropped), lambda _output, _width: render(explanation),
+                 items="results")
         else:
-            echo_json(engine.search(query, **arguments))
+            emit(SearchOutput.of(engine.search(query, **arguments), NO_CAP), tables.search_results, items="results")
 
 
 @cli.command("list")
 @scope_options
-@json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'.")
+@json_option("filters", "A metadata filter, e.g. '{\"category\": \"work\"}'; created_at and updated_at take "
+             "dates: '{\"created_at\": {\"gte\": \"2026-12-01\"}}'.")
 @click.option("--show-expired", is_flag=True, help="Include memories past their expiration date.")
-@click.option("--limit", type=int, default=100, show_default=True, help="Page size.")
-@click.option("--offset", type=int, default=0, show_default=True, help="Memories to skip.")
+@count_option("limit", "Page size.", default=100)
+@click.option("--offset", type=click.IntRange(0, MAX_OFFSET), default=0, show_default=True,
+              help="Memories to skip.")
+@format_options
 @click.pass_obj
 def list_(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None, filters: Any,
           show_expired: bool, limit: int, offset: int) -> None:
     """A page of memories, newest first."""
+    from .models import MemoryPage
+
     with open_engine(config) as engine:
-        echo_json(engine.list(**default_scope(config, user_id, agent_id, run_id), filters=filters,
-                              show_expired=show_expired, limit=limit, offset=offset))
+        memories = engine.list(**default_scope(config, user_id, agent_id, run_id), filters=filters,
+                               show_expired=show_expired, limit=limit, offset=offset)
+    emit(MemoryPage.of(memories, limit, offset, NO_CAP), tables.memory_page, items="memories")
 
 
 @cli.command()
 @click.argument("memory_id")
 @scope_options
+@format_options
 @click.pass_obj
 def get(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
-    """One memory by id."""
+    """One memory by id (or the id's first characters, as tables show them)."""
+    from .models import MemoryOut
+
     with open_engine(config) as engine:
-        echo_json(engine.get(memory_id, **default_scope(config, user_id, agent_id, run_id)))
+        memory = engine.get(memory_id, **default_scope(config, user_id, agent_id, run_id))
+    emit(MemoryOut.of(memory, NO_CAP), tables.one_memory)
 
 
 @cli.command()
 @click.argument("memory_id")
 @click.option("--text", help="The new text.")
-@json_option("metadata", "A JSON object replacing the metadata.")
+@json_option("metadata", "A JSON object of keys to set (a key set to null is removed).")
+@click.option("--replace-metadata", is_flag=True, help="Replace the whole metadata with --metadata instead of "
+              "merging.")
+@click.option("--expiration-date", help="YYYY-MM-DD, today or later; 'never' clears it.")
 @scope_options
+@format_options
 @click.pass_obj
-def update(config: Config, memory_id: str, text: str | None, metadata: Any, user_id: str | None,
-           agent_id: str | None, run_id: str | None) -> None:
-    """Change a memory's text and/or metadata (the old version stays in its history)."""
+def update(config: Config, memory_id: str, text: str | None, metadata: Any, replace_metadata: bool,
+           expiration_date: str | None, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
+    """Change a memory's text, metadata or expiration date (the old version stays in its history)."""
+    from .models import MemoryOut
+
+    if replace_metadata and metadata is None:
+        raise click.UsageError("--replace-metadata goes with --metadata (send '{}' to empty the metadata)")
     with open_engine(config) as engine:
-        echo_json(engine.update(memory_id, text=text, metadata=metadata,
-                                **default_scope(config, user_id, agent_id, run_id)))
+        memory = engine.update(memory_id, text=text, metadata=metadata, replace_metadata=replace_metadata,
+                               expiration_date=expiration_date, **default_scope(config, user_id, agent_id, run_id))
+    emit(MemoryOut.of(memory, NO_CAP), tables.one_memory)
 
 
 @cli.command()
 @click.argument("memory_id")
 @scope_options
+@format_options
 @click.pass_obj
 def delete(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """Forget one memory; prints it as it was."""
+    from .models import DeletedOut, MemoryOut
+
     with open_engine(config) as engine:
-        echo_json(engine.delete(memory_id, **default_scope(config, user_id, agent_id, run_id)))
+        memory = engine.delete(memory_id, **default_scope(config, user_id, agent_id, run_id))
+    emit(DeletedOut(deleted=MemoryOut.of(memory, NO_CAP)),
+         lambda output, width: "deleted:\n" + tables.one_memory(output.deleted, width))
+
+
+@cli.command()
+@click.argument("memory_id")
+@scope_options
+@format_options
+@click.pass_obj
+def restore(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
+    """Bring back a deleted memory (its text and metadata when deleted, under its old id)."""
+    from .models import MemoryOut
+
+    with open_engine(config) as engine:
+        memory = engine.restore(memory_id, **default_scope(config, user_id, agent_id, run_id))
+    emit(MemoryOut.of(memory, NO_CAP), tables.one_memory)
 
 
 @cli.command("delete-all")
 @scope_options
-@click.confirmation_option(prompt="Forget every memory in this scope?")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@format_options
 @click.pass_obj
-def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
+def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None, yes: bool) -> None:
     """Forget every memory of the named user, agent or run (name at least one; an agent or run
     alone means the configured user's)."""
     with engine_errors():
         scope = named_scope(config, user_id, agent_id, run_id)
+    if not yes:
+        named = ", ".join(f"{key}={value!r}" for key, value in scope.items())
+        click.confirm(f"Forget every memory of {in_cli_words(named)} in {config.database}?", abort=True)
+    from .models import DeletedCount
+
     with open_engine(config) as engine:
-        echo_json({"deleted_count": engine.delete_all(**scope)})
+        count = engine.delete_all(**scope)
+    emit(DeletedCount(deleted_count=count), lambda output, _width: f"deleted {output.deleted_count} memories")
 
 
 @cli.command()
 @click.argument("memory_id")
 @scope_options
+@format_options
 @click.pass_obj
 def history(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """A memory's ADD / UPDATE / DELETE events, oldest first."""
+    from .models import HistoryOutput
+
     with open_engine(config) as engine:
-        echo_json(engine.history(memory_id, **default_scope(config, user_id, agent_id, run_id)))
+        events = engine.history(memory_id, **default_scope(config, user_id, agent_id, run_id))
+    emit(HistoryOutput.of(events, NO_CAP), tables.history, items="events")
 
 
 @cli.command()
@@ -289,7 +496,9 @@ def history(config: Config, memory_id: str, user_id: str | None, agent_id: str |
 @click.option("--repair", is_flag=True, help="Rebuild derived rows (vectors, keyword index, entity links).")
 @click.pass_obj
 def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
-    """Versions, models, the database path and row counts; --check and --repair for upkeep."""
+    """Versions (trimem, Python, torch, ...), models, the database, row counts and the active
+    configuration with its sources; --check and --repair for upkeep. Loads no model unless
+    --check --deep or --repair needs one."""
     if check and repair:
         raise click.UsageError("use --check or --repair, not both (run --check again after a repair)")
     if deep and not check:
@@ -306,14 +515,29 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
                                            "derived rows")
             click.echo("ok: no problems found")
         else:
-            echo_json({"binding": "apsw", **engine.status()})
+            versions = {"trimem": package_version("trimem"), "python": platform.python_version(),
+                        "torch": package_version("torch"), "onnxruntime": package_version("onnxruntime"),
+                        "spacy": package_version("spacy")}
+            sources = click.get_current_context().meta.get("trimem.config_sources", [])
+            echo_json({"binding": "apsw", "versions": versions, **engine.status(),
+                       "configuration": {"sources": sources, "settings": dataclasses.asdict(config)}})
 
 
 @cli.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("target", metavar="PATH", type=click.Path())
 @click.pass_obj
-def backup(config: Config, path: Path) -> None:
-    """Copy the database to PATH with SQLite's online backup (safe while servers run)."""
+def backup(config: Config, target: str) -> None:
+    """Copy the database to PATH with SQLite's online backup (safe while servers run). A folder
+    (existing, or written with a trailing slash) gets a file named after the database and the time."""
+    path = Path(target)  # a Path forgets the trailing slash that says "a folder"
+    if path.is_dir() or target.endswith(("/", os.sep)):
+        from store.engine import now
+
+        stamp = now()[:19].replace("-", "").replace(":", "")
+        name, suffix = f"{config.database.stem}-{stamp}", config.database.suffix or ".db"
+        path, taken = path / f"{name}{suffix}", 1
+        while path.exists():  # two backups within a second
+            path, taken = path.with_name(f"{name}-{taken}{suffix}"), taken + 1
     with open_engine(config) as engine:
         engine.backup(path)
     click.echo(f"backed up {config.database} to {path}")

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from store.records import (
+    AddedMemory,
     AddEvent,
     DropReason,
     EntityMatch,
@@ -71,6 +72,14 @@ class AddOutput(BaseModel):
 
     results: list[AddedOut]
 
+    @classmethod
+    def of(cls, added: list[AddedMemory], max_chars: int) -> AddOutput:
+        return cls(results=[
+            AddedOut(event=a.event, memory=MemoryOut.of(a.memory, max_chars),
+                     ignored_metadata_keys=a.ignored_metadata_keys)
+            for a in added
+        ])
+
 
 class ScoredMemory(MemoryOut):
     score: float = Field(description="Fused relevance in [0, 1]: meaning, keywords and entities combined.")
@@ -84,6 +93,10 @@ class SearchOutput(BaseModel):
     """The best memories first."""
 
     results: list[ScoredMemory]
+
+    @classmethod
+    def of(cls, hits: list[SearchHit], max_chars: int) -> SearchOutput:
+        return cls(results=[ScoredMemory.of_hit(hit, max_chars) for hit in hits])
 
 
 class ExplainedMemory(ScoredMemory):
@@ -137,6 +150,12 @@ class MemoryPage(BaseModel):
 
     memories: list[MemoryOut]
     next_offset: int | None = Field(description="Pass as offset for the next page; null when this is the last one.")
+
+    @classmethod
+    def of(cls, memories: list[Memory], limit: int, offset: int, max_chars: int) -> MemoryPage:
+        """A full page may have a next one; a short page is the last."""
+        next_offset = offset + limit if len(memories) == limit else None
+        return cls(memories=[MemoryOut.of(m, max_chars) for m in memories], next_offset=next_offset)
 
 
 class DeletedOut(BaseModel):

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 from . import default_scope, named_scope
 from .models import (
-    AddedOut,
     AddOutput,
     DeletedCount,
     DeletedOut,
@@ -40,7 +39,6 @@ from .models import (
     HistoryOutput,
     MemoryOut,
     MemoryPage,
-    ScoredMemory,
     SearchOutput,
 )
 
@@ -91,7 +89,12 @@ class State:
             return
         finally:
             self._opened.set()
-        log.info("trimem serving %s", self._engine.path)
+        engine = self._engine
+        log.info(
+            "trimem serving %s for user_id=%r; models: %s on %s, spaCy %s", engine.path,
+            self._config.server.user_id, engine.embedder.name, engine.embedder.backend,
+            self._config.store.spacy_pipeline or "(the best installed)",
+        )
         warm_up(self._engine)
 
     def engine(self) -> "Engine":
@@ -119,7 +122,7 @@ def warm_up(engine: "Engine") -> None:
     except Exception:
         log.exception("warming up the models failed; the first tool call will try again")
     else:
-        log.info("models loaded; ready")
+        log.debug("models loaded; ready")
 
 
 def lifespan(
@@ -171,7 +174,8 @@ AgentId = Annotated[str | None, Field(description="Narrows to one agent's memori
                                       "'travel_planner'.")]
 RunId = Annotated[str | None, Field(description="Narrows to one session or task run of that user.")]
 MemoryId = Annotated[str, Field(min_length=1, description="A memory id, as returned by add_memory, search_memory "
-                                "or list_memories.")]
+                                "or list_memories; its first 8 characters are enough when no other id starts "
+                                "with them.")]
 Metadata = Annotated[
     dict[str, Any] | None,
     Field(description="Any JSON object stored with the memory, e.g. {\"category\": \"food\"}; searchable by filters."),
@@ -180,7 +184,8 @@ Filters = Annotated[
     dict[str, Any] | None,
     Field(description="Metadata filter, Mem0 style: {\"category\": \"work\"}, {\"priority\": {\"gte\": 3}}, "
           "{\"tags\": {\"contains\": \"x\"}}, {\"OR\": [{...}, {...}]}, {\"NOT\": {...}}. Operators: eq ne gt gte "
-          "lt lte in nin contains icontains; \"*\" means the key exists."),
+          "lt lte in nin contains icontains; \"*\" means the key exists. created_at and updated_at are the memory's "
+          "own UTC timestamps, compared as dates or times: {\"created_at\": {\"gte\": \"2026-12-01\"}}."),
 ]
 ShowExpired = Annotated[bool, Field(description="Also return memories whose expiration_date has passed.")]
 ExpirationDate = Annotated[
@@ -209,9 +214,12 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         lifespan=lifespan(config, open_engine),
     )
     limits, max_chars = config.limits, config.server.max_result_chars
+    # Counts carry their range in the schema only: the engine checks them, so an out-of-range
+    # count gets the engine's plain message (as on the command line), not pydantic's text and link.
+    count_range = {"minimum": 1, "maximum": limits.max_top_k}
     TopK = Annotated[
         int,
-        Field(ge=1, le=limits.max_top_k, description=f"How many memories to return, 1 to {limits.max_top_k}."),
+        Field(json_schema_extra=count_range, description=f"How many memories to return, 1 to {limits.max_top_k}."),
     ]
     Threshold = Annotated[
         float,
@@ -263,11 +271,7 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
             content, **default_scope(config, user_id, agent_id, run_id),
             metadata=metadata, expiration_date=expiration_date,
         )
-        return AddOutput(results=[
-            AddedOut(event=a.event, memory=MemoryOut.of(a.memory, max_chars),
-                     ignored_metadata_keys=a.ignored_metadata_keys)
-            for a in added
-        ])
+        return AddOutput.of(added, max_chars)
 
     @tool(read_only=True)
     def search_memory(
@@ -295,7 +299,7 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
             query, **default_scope(config, user_id, agent_id, run_id),
             top_k=top_k, threshold=threshold, filters=filters, show_expired=show_expired,
         )
-        return SearchOutput(results=[ScoredMemory.of_hit(hit, max_chars) for hit in hits])
+        return SearchOutput.of(hits, max_chars)
 
     @tool(read_only=True)
     def explain_search(
@@ -342,7 +346,8 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         run_id: RunId = None,
         filters: Filters = None,
         show_expired: ShowExpired = False,
-        limit: Annotated[int, Field(ge=1, le=limits.max_top_k, description="Page size.")] = 20,
+        limit: Annotated[int, Field(json_schema_extra=count_range, description=f"Page size, 1 to "
+                                    f"{limits.max_top_k}.")] = 20,
         offset: Annotated[int, Field(ge=0, description="Memories to skip; use next_offset from the last page.")] = 0,
     ) -> MemoryPage:
         """List stored memories, newest first, one page at a time.
@@ -354,15 +359,22 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
             **default_scope(config, user_id, agent_id, run_id),
             filters=filters, show_expired=show_expired, limit=limit, offset=offset,
         )
-        next_offset = offset + limit if len(memories) == limit else None
-        return MemoryPage(memories=[MemoryOut.of(m, max_chars) for m in memories], next_offset=next_offset)
+        return MemoryPage.of(memories, limit, offset, max_chars)
 
     @tool(read_only=False, destructive=True)
     def update_memory(
         ctx: Context,
         memory_id: MemoryId,
         text: Annotated[Text, Field(description="The corrected fact, replacing the old text.")] = None,
-        metadata: Annotated[Metadata, Field(description="Replaces the whole metadata object.")] = None,
+        metadata: Annotated[Metadata, Field(description="Keys to set in the stored metadata (a key sent as null is "
+                                            "removed); with replace_metadata, the whole new metadata object.")] = None,
+        replace_metadata: Annotated[bool, Field(description="Replace the whole metadata object instead of merging "
+                                                "into it.")] = False,
+        expiration_date: Annotated[
+            str | None,
+            Field(pattern=r"^\s*(\d{4}-\d{2}-\d{2}|never)\s*$", description="A new YYYY-MM-DD expiration date, today "
+                  "or later, or 'never' to keep the memory until it is deleted."),
+        ] = None,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
@@ -372,7 +384,8 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         Prefer this to adding a contradicting memory. The old text stays in memory_history.
         """
         memory = engine_of(ctx).update(
-            memory_id, text=text, metadata=metadata, **default_scope(config, user_id, agent_id, run_id)
+            memory_id, text=text, metadata=metadata, replace_metadata=replace_metadata,
+            expiration_date=expiration_date, **default_scope(config, user_id, agent_id, run_id),
         )
         return MemoryOut.of(memory, max_chars)
 

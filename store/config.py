@@ -146,6 +146,35 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     return _build(raw)
 
 
+OTHER_VARIABLES = (HOME_VARIABLE,)
+"""``TRIMEM_*`` variables read outside the configuration keys."""
+TEST_VARIABLE_PREFIX = "TRIMEM_STRESS"
+"""The test suite's own knobs (``tests/test_reliability.py``), not settings."""
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A warning for each ``TRIMEM_*`` variable that names no setting, with the closest name.
+
+    Warnings, not errors as unknown keys in a file are: the environment is shared with
+    every other program, and a variable left over from another version must not stop the
+    server. But a typo (``TRIMEM_TRESHOLD``) would otherwise be silently ignored.
+    """
+    import difflib
+
+    environ = os.environ if environ is None else environ
+    known = [ENV_PREFIX + key.upper() for values in _read(defaults_path()).values() for key in values]
+    known += OTHER_VARIABLES
+    warnings = []
+    for variable in sorted(environ):
+        if not variable.startswith(ENV_PREFIX) or variable in known or variable.startswith(TEST_VARIABLE_PREFIX):
+            continue
+        closest = difflib.get_close_matches(variable, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {closest[0]}?" if closest else f"; settings are {ENV_PREFIX}<KEY> for the keys of " \
+            "configs/default.toml"
+        warnings.append(f"{shown(variable)} is not a trimem setting and is ignored{hint}")
+    return warnings
+
+
 def _read(path: Path) -> dict[str, dict[str, Any]]:
     try:
         with path.open("rb") as handle:

@@ -154,6 +154,13 @@ def update_memory_metadata(conn: apsw.Connection, rowid: int, metadata: dict[str
     )
 
 
+def update_memory_expiration(conn: apsw.Connection, rowid: int, expiration_date: str | None, updated_at: str) -> None:
+    """Set or clear (``None``) a memory's expiration date."""
+    conn.execute(
+        "UPDATE memories SET expiration_date = ?, updated_at = ? WHERE rowid = ?", (expiration_date, updated_at, rowid)
+    )
+
+
 def delete_memory_row(conn: apsw.Connection, rowid: int) -> None:
     """Delete a memory, its vector, its FTS row (trigger) and links (cascade).
 
@@ -287,6 +294,25 @@ def get_memory(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) -> 
     return _memory_row(row) if row else None
 
 
+ID_PREFIX_MIN_CHARS = 4
+"""A shorter prefix is too likely to name the wrong memory to be accepted at all."""
+
+
+def ids_with_prefix_sql(table: str, scope: dict[str, str]) -> tuple[str, list[str]]:
+    """Distinct memory ids of ``memories`` or ``history`` (kept after a delete) starting with a
+    prefix, within the scope; ``substr`` compares literally, unlike ``LIKE`` or ``GLOB``, for
+    which ``%``, ``_`` or ``*`` in the prefix would be wildcards. At most three: two already
+    make a prefix ambiguous, and a third says "several"."""
+    column = {"memories": "id", "history": "memory_id"}[table]
+    where, params = scope_sql(scope)
+    return f"SELECT DISTINCT {column} FROM {table} WHERE substr({column}, 1, ?) = ? AND {where} LIMIT 3", params
+
+
+def ids_with_prefix(conn: apsw.Connection, table: str, prefix: str, scope: dict[str, str]) -> list[str]:
+    sql, params = ids_with_prefix_sql(table, scope)
+    return [row[0] for row in conn.execute(sql, (len(prefix), prefix, *params))]
+
+
 def memories_by_rowid(conn: apsw.Connection, rowids: Sequence[int]) -> dict[int, MemoryRow]:
     """Rows for a set of rowids (already scope-checked by the query that found them)."""
     if not rowids:
@@ -340,6 +366,36 @@ def history(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) -> lis
     return [
         (*row[:4], *(None if value is None else json.loads(value) for value in row[4:6]), row[6]) for row in rows
     ]
+
+
+class DeletedMemory(NamedTuple):
+    """What history keeps of a deleted memory: enough to bring it back."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    scope: dict[str, str]
+    created_at: str
+
+
+def last_deletion(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) -> DeletedMemory | None | str:
+    """The memory as its latest event, a DELETE, left it (with its first event's time as its
+    creation time); the latest event's kind when that is not a DELETE; ``None`` without history."""
+    where, params = scope_sql(scope)
+    last = conn.execute(
+        "SELECT event, old_text, old_metadata, user_id, agent_id, run_id FROM history "
+        f"WHERE memory_id = ? AND {where} ORDER BY id DESC LIMIT 1",
+        (memory_id, *params),
+    ).fetchone()
+    if last is None:
+        return None
+    event, text, metadata, *own_scope = last
+    if event != "DELETE":
+        return event
+    created_at = conn.execute(
+        "SELECT created_at FROM history WHERE memory_id = ? ORDER BY id LIMIT 1", (memory_id,)
+    ).fetchone()[0]
+    return DeletedMemory(memory_id, text, json.loads(metadata or "{}"), dict(zip(SCOPE_KEYS, own_scope)), created_at)
 
 
 def counts(conn: apsw.Connection) -> dict[str, int]:

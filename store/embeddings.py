@@ -116,7 +116,7 @@ class SentenceTransformerEmbedder:
                         f"could not load embedding model '{source}' from local files ({exc}); "
                         "set embedding_model to a local sentence-transformers folder"
                     ) from exc
-                log.info("embedding model loaded from %s", source)
+                log.debug("embedding model loaded from %s", source)
         return self._model
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
@@ -176,7 +176,7 @@ class OnnxEmbedder:
                         "sentence-transformers folder (or set embedding_backend = \"torch\")"
                     )
                 self._loaded = onnx_cache.cached_model(self.name, source, self._cache_dir, self._variant, self._threads)
-                log.info("embedding model ready: %s under ONNX Runtime (%s)", source, self._variant)
+                log.debug("embedding model ready: %s under ONNX Runtime (%s)", source, self._variant)
         return self._loaded
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:

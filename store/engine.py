@@ -46,6 +46,8 @@ from .validation import (
 )
 
 MESSAGE_ROLES = ("user", "assistant")
+NO_EXPIRATION = "never"
+"""The ``expiration_date`` that ``update`` reads as "clear it": the memory stays until deleted."""
 
 
 @dataclass(frozen=True)
@@ -266,15 +268,24 @@ class Engine:
         *,
         text: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        replace_metadata: bool = False,
+        expiration_date: str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
     ) -> Memory:
-        """Change a memory's text (re-embedded, re-lemmatized, entities relinked) and/or replace
-        its metadata."""
+        """Change a memory's text (re-embedded, re-lemmatized, entities relinked), metadata and/or
+        expiration date.
+
+        ``metadata`` is merged into the stored object: its keys are set, and a key sent as
+        ``None`` is removed; with ``replace_metadata`` it replaces the whole object.
+        ``expiration_date`` is ``YYYY-MM-DD`` (today or later), or ``"never"`` to clear it.
+        """
         scope = check_scope(user_id, agent_id, run_id)
-        if text is None and metadata is None:
-            raise InvalidArgument("nothing to update: send text, metadata or both")
+        if text is None and metadata is None and expiration_date is None:
+            raise InvalidArgument("nothing to update: send text, metadata, expiration_date or several")
+        clear_expiration = isinstance(expiration_date, str) and expiration_date.strip() == NO_EXPIRATION
+        new_expiration = None if clear_expiration else check_expiration(expiration_date, retrieval.today())
         if misplaced := scope_keys_in(metadata):
             raise InvalidArgument(
                 f"metadata holds the scope key(s) {', '.join(misplaced)}; update never moves a memory to another "
@@ -293,7 +304,13 @@ class Engine:
             row = self._get_row(self._conn, memory_id, scope)  # it may have changed while the models ran
             own_scope = scope_of(row)
             final_text = row.text if analysis is None else new_text
-            final_metadata = row.metadata if new_metadata is None else new_metadata
+            if new_metadata is None:
+                final_metadata = row.metadata
+            elif replace_metadata:
+                final_metadata = new_metadata
+            else:
+                merged = {**row.metadata, **new_metadata}
+                final_metadata = {key: value for key, value in merged.items() if value is not None}
             if analysis is not None:
                 final_hash = normalized_hash(final_text)
                 twin = db.find_by_hash(self._conn, own_scope, final_hash)
@@ -310,6 +327,8 @@ class Engine:
                 link_entities(self._conn, row.rowid, own_scope, analysis.entities, entity_vectors)
                 db.delete_orphan_entities(self._conn)
             db.update_memory_metadata(self._conn, row.rowid, final_metadata, stamp)
+            if clear_expiration or new_expiration is not None:
+                db.update_memory_expiration(self._conn, row.rowid, new_expiration, stamp)
             db.add_history(
                 self._conn, row, "UPDATE", old_text=row.text, new_text=final_text,
                 old_metadata=row.metadata, new_metadata=final_metadata,
@@ -340,6 +359,53 @@ class Engine:
             db.delete_orphan_entities(self._conn)
         return len(rowids)
 
+    def restore(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> Memory:
+        """Bring back a deleted memory from its history: the text and metadata it had when it
+        was deleted, under its old id, scope and creation time, re-embedded and re-linked.
+
+        History keeps no expiration date, speaker or role, so the restored memory has none.
+        An ADD event records the restore.
+        """
+        scope = check_scope(user_id, agent_id, run_id)
+        memory_id = check_id(memory_id, "memory_id")
+        self._check_writable()
+        with self._reading() as conn:
+            full_id = memory_id if db.history(conn, memory_id, scope) else self._full_id(
+                conn, "history", memory_id, scope
+            )
+            deleted = db.last_deletion(conn, full_id, scope)
+        if deleted is None:
+            raise NotFound(f"no history for memory {shown(memory_id)} in this scope, so nothing to restore")
+        if isinstance(deleted, str):
+            raise InvalidArgument(f"memory {shown(full_id)} is not deleted (its last change was {deleted}); "
+                                  "nothing to restore")
+        (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([deleted.text])
+        text_hash = normalized_hash(deleted.text)
+        stamp = now()
+        with self._lock, connection.write_transaction(self._conn):
+            if db.get_memory(self._conn, full_id, deleted.scope) is not None:
+                raise InvalidArgument(f"memory {shown(full_id)} was restored already")
+            twin = db.find_by_hash(self._conn, deleted.scope, text_hash)
+            if twin is not None:
+                raise InvalidArgument(
+                    f"the same text is stored again as memory {shown(twin.id)}; that one stands in for it"
+                )
+            memory = db.NewMemory(
+                id=full_id, text=deleted.text, text_lemmatized=analysis.lemmatized, hash=text_hash,
+                scope=deleted.scope, actor_id=None, role=None, metadata=deleted.metadata,
+                created_at=deleted.created_at, expiration_date=None, embedding=embedding,
+            )
+            rowid = db.insert_memory(self._conn, memory)
+            db.update_memory_metadata(self._conn, rowid, deleted.metadata, stamp)  # updated now
+            link_entities(self._conn, rowid, deleted.scope, analysis.entities, entity_vectors)
+            db.add_history(
+                self._conn, memory, "ADD", old_text=None, new_text=deleted.text,
+                old_metadata=None, new_metadata=deleted.metadata, at=stamp,
+            )
+            return to_memory(db.get_memory(self._conn, full_id, deleted.scope))
+
     def _delete_row(self, row: db.MemoryRow) -> None:
         """Delete one row and record it; the caller removes orphaned entities once afterwards."""
         db.delete_memory_row(self._conn, row.rowid)
@@ -362,16 +428,33 @@ class Engine:
         memory_id = check_id(memory_id, "memory_id")
         row = db.get_memory(conn, memory_id, scope)
         if row is None:
+            row = db.get_memory(conn, self._full_id(conn, "memories", memory_id, scope), scope)
+        if row is None:
             where = ", ".join(f"{key}={shown(value)}" for key, value in scope.items())
             raise NotFound(
-                f"memory {shown(memory_id)} not found for {where}; list_memories shows the ids in this scope"
+                f"memory {shown(memory_id)} not found for {where}; listing the memories shows the ids in this scope"
             )
         return row
+
+    @staticmethod
+    def _full_id(conn: apsw.Connection, table: str, memory_id: str, scope: dict[str, str]) -> str:
+        """The one id in the scope that ``memory_id`` begins (tables and lists show 8 characters),
+        or ``memory_id`` itself when none does; several is an error naming them."""
+        if len(memory_id) < db.ID_PREFIX_MIN_CHARS:
+            return memory_id
+        matches = db.ids_with_prefix(conn, table, memory_id, scope)
+        if len(matches) > 1:
+            several = ", ".join(matches[:2]) + (", …" if len(matches) > 2 else "")
+            raise InvalidArgument(
+                f"memory id {shown(memory_id)} is the start of several ids ({several}); give more of it"
+            )
+        return matches[0] if matches else memory_id
 
     def get(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> Memory:
-        """One memory by id, if it belongs to the caller's scope."""
+        """One memory by id (or a prefix of it, at least 4 characters, that no other id in the scope
+        shares), if it belongs to the caller's scope."""
         scope = check_scope(user_id, agent_id, run_id)
         with self._reading() as conn:
             return to_memory(self._get_row(conn, memory_id, scope))
@@ -389,7 +472,7 @@ class Engine:
     ) -> list[Memory]:
         """A page of the scope's memories, newest first."""
         scope = check_scope(user_id, agent_id, run_id)
-        limit = check_top_k(limit, self.config.limits.max_top_k)
+        limit = check_top_k(limit, self.config.limits.max_top_k, "limit")
         offset = check_offset(offset)
         fsql, fparams = filters_sql(filters)
         today = None if show_expired else retrieval.today()
@@ -404,7 +487,9 @@ class Engine:
         scope = check_scope(user_id, agent_id, run_id)
         memory_id = check_id(memory_id, "memory_id")
         with self._reading() as conn:
-            rows = db.history(conn, memory_id, scope)
+            rows = db.history(conn, memory_id, scope) or db.history(
+                conn, self._full_id(conn, "history", memory_id, scope), scope
+            )
         if not rows:
             raise NotFound(f"no history for memory {shown(memory_id)} in this scope")
         return [HistoryEvent(*row) for row in rows]
@@ -484,5 +569,6 @@ class Engine:
             info["counts"] = db.counts(conn)
         info["read_only"] = self.read_only
         info["embedding_backend"] = self.embedder.backend
-        info["spacy_tier"] = self.nlp.tier
+        info["spacy_tier"] = self.nlp.expected_tier  # without loading it: doctor answers in a moment
+        info["spacy_loaded"] = self.nlp.loaded
         return info

@@ -69,7 +69,11 @@ never a nested path. ``"`` and ``\\`` and control characters are written as
 (apsw bundles a newer SQLite). The scope keys ``user_id``, ``agent_id`` and
 ``run_id`` are refused anywhere in the filter: they are passed as the scope
 argument instead. Keys starting with ``$`` other than the logical aliases are
-refused (they are almost always a misspelt operator).
+refused (they are almost always a misspelt operator). ``created_at`` and
+``updated_at`` name the memory's own UTC timestamps, not metadata keys: they take
+``eq ne gt gte lt lte`` (or a plain value, for ``eq``) with an ISO date or time at
+any precision, and compare the timestamp cut to that precision, so
+``{"created_at": {"gte": "2026-12-01", "lte": "2026-12-31"}}`` is December.
 
 Limits: logical nesting deeper than ``MAX_DEPTH`` levels (the top-level dict is
 level 1) or more than ``MAX_CONDITIONS`` atomic conditions (one per plain
@@ -165,6 +169,12 @@ def _kind(value: Any) -> str:
                     'to match any of several values use {"in": [...]}')
     raise _fail(f"unsupported value type {type(value).__name__} ({_desc(value)}); "
                 "send a string, number, boolean or null")
+
+
+TIMESTAMP_KEYS = ("created_at", "updated_at")
+"""Filter keys that name a memory's own timestamps (stored as UTC ISO text) instead of metadata."""
+_TIME_OPERATORS = {"eq": "=", "ne": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+_TIMESTAMP_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d{1,6})?)?)?)?)?)?$")
 
 
 class _Compiler:
@@ -290,7 +300,32 @@ class _Compiler:
         _check_text(key, "key")
         return key
 
+    def _timestamp(self, key: str, value: Any) -> tuple[str, list[Any]]:
+        """``created_at`` / ``updated_at``: the memory's own UTC timestamps, not metadata keys.
+
+        Each value is an ISO date or time at any precision ("2026", "2026-12", "2026-12-01",
+        "2026-12-01T09:30"), and the timestamp is compared cut to that length, so a day
+        means all of it: ``{"lte": "2026-12-01"}`` keeps memories of December 1st.
+        """
+        column = f"{self.col.rpartition('.')[0]}.{key}".lstrip(".")
+        operators = value if isinstance(value, Mapping) else {"eq": value}
+        if not operators:
+            raise _fail(f'empty operator dict for {key}; send e.g. {{"{key}": {{"gte": "2026-12-01"}}}}')
+        parts = []
+        for op, operand in operators.items():
+            if op not in _TIME_OPERATORS:
+                raise _fail(f"unknown operator {_desc(op)} for {key}; valid operators: "
+                            f"{', '.join(_TIME_OPERATORS)}")
+            if not (isinstance(operand, str) and _TIMESTAMP_RE.match(operand)):
+                raise _fail(f"{key} compares with a date or time such as \"2026-12-01\" or "
+                            f"\"2026-12-01T09:30\", got {_desc(operand)}")
+            self._count()
+            parts.append((f"substr({column}, 1, ?) {_TIME_OPERATORS[op]} ?", [len(operand), operand.replace(" ", "T")]))
+        return _join(parts, "AND")
+
     def _field(self, key: str, value: Any) -> tuple[str, list[Any]]:
+        if key in TIMESTAMP_KEYS:
+            return self._timestamp(key, value)
         path = _json_path(key)
         if not isinstance(value, Mapping):
             self._count()

@@ -167,6 +167,22 @@ class NLP:
         assert self._tier is not None
         return self._tier
 
+    @property
+    def loaded(self) -> bool:
+        return self._nlp is not None
+
+    @property
+    def expected_tier(self) -> str:
+        """The pipeline ``load`` chooses (or chose), found without importing spaCy: the configured
+        one, else the first packaged tier installed, else the blank tier (for ``trimem doctor``)."""
+        import importlib.util
+
+        if self._tier is not None:
+            return self._tier
+        if self._configured is not None:
+            return self._configured
+        return next((name for name in _PACKAGED_TIERS if importlib.util.find_spec(name) is not None), BLANK)
+
     def load(self) -> None:
         """Load the pipeline now; the server calls this from a warm-up thread."""
         if self._nlp is not None:
@@ -178,7 +194,7 @@ class NLP:
             self._finish_setup(nlp)
             self._tier = tier
             self._nlp = nlp  # published last: other threads test this without the lock
-            logger.info("NLP pipeline ready: tier=%s pipes=%s", tier, nlp.pipe_names)
+            logger.debug("NLP pipeline ready: tier=%s pipes=%s", tier, nlp.pipe_names)
 
     def _load_pipeline(self) -> tuple[Language, str]:
         try:

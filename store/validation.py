@@ -146,12 +146,12 @@ def check_expiration(value: Any, today: str) -> str | None:
     return date
 
 
-def check_top_k(top_k: Any, maximum: int) -> int:
-    """A result count from 1 to ``maximum``."""
+def check_top_k(top_k: Any, maximum: int, name: str = "top_k") -> int:
+    """A result count from 1 to ``maximum``; ``name`` is the argument's (``limit`` for a page)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int):
-        raise InvalidArgument(f"top_k must be an integer, got {shown(top_k)}")
+        raise InvalidArgument(f"{name} must be an integer, got {shown(top_k)}")
     if not 1 <= top_k <= maximum:
-        raise InvalidArgument(f"top_k must be between 1 and {maximum}, got {shown(top_k)}")
+        raise InvalidArgument(f"{name} must be between 1 and {maximum}, got {shown(top_k)}")
     return top_k
 
 

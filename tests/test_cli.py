@@ -35,13 +35,13 @@ def output_json(result: Result) -> Any:
 
 def test_add_then_read_through_the_engine(run: Callable, engine: Engine) -> None:
     [added] = output_json(run("add", "Ana is allergic to peanuts", "--metadata", '{"category": "health"}',
-                              "--expiration-date", "2099-01-01"))
+                              "--expiration-date", "2099-01-01"))["results"]
     assert added["event"] == "ADD"
     memory = engine.get(added["memory"]["id"], user_id="default")
     assert (memory.text, memory.metadata, memory.expiration_date) == (
         "Ana is allergic to peanuts", {"category": "health"}, "2099-01-01"
     )
-    [again] = output_json(run("add", "Ana is allergic to peanuts"))
+    [again] = output_json(run("add", "Ana is allergic to peanuts"))["results"]
     assert again["event"] == "DUPLICATE"
 
 
@@ -50,30 +50,33 @@ def test_scopes_and_the_default_user(run: Callable, engine: Engine) -> None:
     run("add", "The default user likes tea")
     assert [m.text for m in engine.list(user_id="bob")] == ["Bob likes hiking"]
     assert [m.text for m in engine.list(user_id="default")] == ["The default user likes tea"]
-    hits = output_json(run("search", "hiking", "--user-id", "bob", "--top-k", "3"))
-    assert [hit["memory"]["text"] for hit in hits] == ["Bob likes hiking"]
-    assert "score" in hits[0] and hits[0]["details"] is None
+    hits = output_json(run("search", "hiking", "--user-id", "bob", "--top-k", "3"))["results"]
+    assert [hit["text"] for hit in hits] == ["Bob likes hiking"]
+    assert "score" in hits[0] and "details" not in hits[0]
 
 
 def test_search_explain_prints_a_table(run: Callable) -> None:
     run("add", "Ana works at Globex in Lisbon")
     run("add", "Bob is a carpenter")
-    table = run("search", "Where does Ana work?", "--explain", "--threshold", "0.3").stdout
+    table = run("search", "Where does Ana work?", "--explain", "--threshold", "0.3", "--format", "table").stdout
     assert "terms (2): ana work" in table
     assert "bm25 sigmoid: midpoint 5, steepness 0.7" in table
     assert "final  semantic  bm25" in table
     assert "Ana works at Globex in Lisbon" in table
     assert "below_threshold" in table  # Bob, dropped by the semantic gate
+    explained = output_json(run("search", "Where does Ana work?", "--explain", "--threshold", "0.3"))
+    assert explained["analysis"]["term_count"] == 2 and explained["dropped"][0]["reason"] == "below_threshold"
+    assert explained["results"][0]["score_parts"]["threshold"] == 0.3  # explain_search's shape
 
 
 def test_list_get_update_history_delete(run: Callable, engine: Engine) -> None:
-    memory_id = output_json(run("add", "Ana lives in Lisbon"))[0]["memory"]["id"]
-    assert [m["id"] for m in output_json(run("list", "--limit", "5"))] == [memory_id]
+    memory_id = output_json(run("add", "Ana lives in Lisbon"))["results"][0]["memory"]["id"]
+    assert [m["id"] for m in output_json(run("list", "--limit", "5"))["memories"]] == [memory_id]
     assert output_json(run("get", memory_id))["text"] == "Ana lives in Lisbon"
     run("update", memory_id, "--text", "Ana lives in Porto", "--metadata", '{"moved": 2025}')
     assert engine.get(memory_id, user_id="default").metadata == {"moved": 2025}
-    assert output_json(run("delete", memory_id))["text"] == "Ana lives in Porto"
-    assert [e["event"] for e in output_json(run("history", memory_id))] == ["ADD", "UPDATE", "DELETE"]
+    assert output_json(run("delete", memory_id))["deleted"]["text"] == "Ana lives in Porto"
+    assert [e["event"] for e in output_json(run("history", memory_id))["events"]] == ["ADD", "UPDATE", "DELETE"]
     assert engine.list(user_id="default") == []
 
 
@@ -88,7 +91,8 @@ def test_delete_all_needs_a_scope_and_a_confirmation(run: Callable, engine: Engi
 def test_errors_are_messages_not_tracebacks(run: Callable) -> None:
     missing = run("get", "no-such-id", ok=False)
     assert missing.exit_code == 1 and "memory 'no-such-id' not found" in missing.output
-    assert "top_k must be between 1 and 100" in run("search", "x", "--top-k", "0", ok=False).output
+    assert "Invalid value for '--top-k': must be between 1 and 100" in run("search", "x", "--top-k", "0",
+                                                                            ok=False).output
     bad_json = run("add", "x", "--metadata", "{oops", ok=False)
     assert bad_json.exit_code == 2 and "not valid JSON" in bad_json.output
     assert "unknown operator" in run("list", "--filters", '{"a": {"near": 1}}', ok=False).output
@@ -165,7 +169,8 @@ def test_add_file_adds_every_line_in_its_scope(run: Callable, engine: Engine, tm
     ))
     summary = run("add", "--file", str(path), "--user-id", "ana", "--metadata", '{"source": "import"}')
     assert output_json(summary) == {"added": 4, "duplicates": 1}
-    assert summary.stdout.count("\n") == 1 and not summary.stderr  # one summary line, no bar off a terminal
+    assert summary.stdout.count("\n") == 1  # one summary line
+    assert "adding" not in summary.stderr  # no bar off a terminal
     ana = {m.text: m for m in engine.list(user_id="ana")}
     assert set(ana) == {"Ana is allergic to peanuts", "Ana moves to Porto in May"}
     assert ana["Ana is allergic to peanuts"].metadata == {"category": "health"}  # the line's own wins
@@ -240,3 +245,283 @@ def test_add_takes_text_or_file(run: Callable, tmp_path: Path) -> None:
     (tmp_path / "facts.jsonl").write_text(jsonl({"text": "x"}))
     assert run("add", ok=False).exit_code == 2
     assert run("add", "Ana likes tea", "--file", str(tmp_path / "facts.jsonl"), ok=False).exit_code == 2
+
+
+# --- output for people, JSON for scripts, id prefixes ------------------------------------------
+
+
+def add_three(run: Callable) -> list[str]:
+    ids = []
+    for text, metadata in (("Ana is allergic to peanuts", '{"category": "health"}'),
+                           ("Ana works at Globex in Lisbon " + "and likes long walks " * 10, '{"priority": 3}'),
+                           ("Bob repairs old bicycles", "{}")):
+        ids.append(output_json(run("add", text, "--metadata", metadata, "--json"))["results"][0]["memory"]["id"])
+    return ids
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the commands believe a person reads stdout, on an 80-column terminal."""
+    monkeypatch.setattr("mcp_server.cli.stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "80")
+
+
+def test_a_terminal_gets_a_table_of_memories(run: Callable, terminal: None) -> None:
+    ids = add_three(run)
+    lines = run("list").stdout.splitlines()
+    assert lines[0].split() == ["id", "created", "expires", "metadata", "text"]
+    assert len(lines) == 4 and all(len(line) <= 80 for line in lines)
+    assert lines[1].startswith(ids[2][:8] + "  ") and lines[1].endswith("Bob repairs old bicycles")
+    assert "priority=3" in lines[2] and lines[2].endswith("…")  # the long text is cut to the width
+    assert "category=health" in lines[3]
+    hits = run("search", "What is Ana allergic to?", "--top-k", "1").stdout.splitlines()
+    assert hits[0].split()[:2] == ["score", "id"] and ids[0][:8] in hits[1]
+    assert float(hits[1].split()[0]) > 0.3
+    assert run("get", ids[0]).stdout.splitlines()[:2] == [f"id:              {ids[0]}",
+                                                           "text:            Ana is allergic to peanuts"]
+    assert "--offset 1" in run("list", "--limit", "1").stdout.splitlines()[-1]
+    assert output_json(run("list", "--json"))["memories"][0]["id"] == ids[2]  # --json wins over the terminal
+
+
+def test_json_is_the_tools_structured_output(run: Callable, config: Config,
+                                              engine_factory: Callable[[Config], Engine]) -> None:
+    import anyio
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    add_three(run)
+
+    async def via_mcp() -> tuple[Any, Any]:
+        async with Client(build_server(config, open_engine=engine_factory)) as client:
+            listed = await client.call_tool("list_memories", {"limit": 5})
+            found = await client.call_tool("search_memory", {"query": "Ana's allergy", "top_k": 2})
+            return listed.structured_content, found.structured_content
+
+    listed, found = anyio.run(via_mcp)
+    assert output_json(run("list", "--limit", "5")) == listed
+    assert output_json(run("search", "Ana's allergy", "--top-k", "2", "--format", "json")) == found
+    lines = run("list", "--jsonl").stdout.splitlines()
+    assert [json.loads(line) for line in lines] == listed["memories"]
+    assert len(run("search", "Ana's allergy", "--jsonl").stdout.splitlines()) == len(found["results"])
+    assert "choose one output format" in run("list", "--json", "--format", "table", ok=False).output
+
+
+def test_an_id_prefix_is_accepted_wherever_an_id_is(run: Callable, engine: Engine, terminal: None) -> None:
+    memory_id = add_three(run)[0]
+    prefix = memory_id[:8]
+    assert prefix in run("search", "peanuts", "--explain").stdout  # the explain table shows 8 characters
+    assert output_json(run("get", prefix, "--json"))["id"] == memory_id
+    run("update", prefix, "--text", "Ana is allergic to peanuts and cashews")
+    assert engine.get(memory_id, user_id="default").text == "Ana is allergic to peanuts and cashews"
+    assert output_json(run("delete", prefix, "--json"))["deleted"]["id"] == memory_id
+    assert [e["event"] for e in output_json(run("history", prefix, "--json"))["events"]] == ["ADD", "UPDATE", "DELETE"]
+    assert "not found" in run("get", prefix, ok=False).output  # deleted: the prefix names nothing now
+    assert "not found" in run("get", memory_id[:3], ok=False).output  # too short to be taken as a prefix
+
+
+def test_an_ambiguous_prefix_names_the_candidates(run: Callable, engine: Engine, config: Config,
+                                                  engine_factory: Callable[[Config], Engine],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+    import uuid
+
+    import anyio
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    fixed = iter([uuid.UUID("abcd1111-0000-4000-8000-000000000000"), uuid.UUID("abcd2222-0000-4000-8000-000000000000")])
+    monkeypatch.setattr("store.engine.uuid", types.SimpleNamespace(uuid4=lambda: next(fixed)))
+    engine.add("Ana likes tea", user_id="default")
+    engine.add("Ana likes coffee", user_id="default")
+    error = run("get", "abcd", ok=False).output
+    assert "is the start of several ids (abcd1111-0000-4000-8000-000000000000, abcd2222-" in error
+    assert "Traceback" not in error
+    assert output_json(run("get", "abcd2"))["text"] == "Ana likes coffee"
+
+    async def via_mcp() -> Any:
+        async with Client(build_server(config, open_engine=engine_factory)) as client:
+            return await client.call_tool("get_memory", {"memory_id": "abcd1"})
+
+    assert anyio.run(via_mcp).structured_content["text"] == "Ana likes tea"
+
+
+# --- everyday edits ------------------------------------------------------------------------------
+
+
+def test_update_merges_metadata_unless_told_to_replace_it(run: Callable, engine: Engine) -> None:
+    memory_id = output_json(run("add", "Ana lives in Lisbon", "--metadata", '{"city": "Lisbon", "source": "chat"}'))[
+        "results"][0]["memory"]["id"]
+    run("update", memory_id, "--metadata", '{"city": "Porto", "moved": 2025, "source": null}')
+    assert engine.get(memory_id, user_id="default").metadata == {"city": "Porto", "moved": 2025}
+    run("update", memory_id, "--metadata", '{"only": true}', "--replace-metadata")
+    assert engine.get(memory_id, user_id="default").metadata == {"only": True}
+    assert "--replace-metadata goes with --metadata" in run("update", memory_id, "--replace-metadata",
+                                                             ok=False).output
+
+
+def test_update_sets_and_clears_the_expiration_date(run: Callable, engine: Engine) -> None:
+    memory_id = output_json(run("add", "Ana flies to Berlin"))["results"][0]["memory"]["id"]
+    run("update", memory_id, "--expiration-date", "2099-12-15")
+    assert engine.get(memory_id, user_id="default").expiration_date == "2099-12-15"
+    run("update", memory_id, "--expiration-date", "never")
+    assert engine.get(memory_id, user_id="default").expiration_date is None
+    assert "is in the past" in run("update", memory_id, "--expiration-date", "2001-01-01", ok=False).output
+
+
+def test_add_dash_reads_the_text_from_stdin(run: Callable, engine: Engine) -> None:
+    run("add", "-", input="Ana's passport expires in March\n")
+    assert [m.text for m in engine.list(user_id="default")] == ["Ana's passport expires in March"]
+
+
+def test_filters_on_created_and_updated_dates(run: Callable, engine: Engine) -> None:
+    run("add", "Ana likes tea")
+    today = engine.list(user_id="default")[0].created_at[:10]
+
+    def texts(filters: str) -> list[str]:
+        return [m["text"] for m in output_json(run("list", "--filters", filters))["memories"]]
+
+    assert texts(f'{{"created_at": {{"gte": "{today}"}}}}') == ["Ana likes tea"]
+    assert texts(f'{{"created_at": {{"lte": "{today}"}}}}') == ["Ana likes tea"]  # a day means all of it
+    assert texts(f'{{"updated_at": "{today[:7]}"}}') == ["Ana likes tea"]  # this month
+    assert texts('{"created_at": {"gte": "2999-01-01"}}') == []
+    assert texts('{"created_at": {"lt": "2000"}}') == []
+    hits = output_json(run("search", "tea", "--filters", f'{{"created_at": {{"gte": "{today}"}}}}'))["results"]
+    assert [hit["text"] for hit in hits] == ["Ana likes tea"]
+    assert "compares with a date or time" in run("list", "--filters", '{"created_at": {"gte": "yesterday"}}',
+                                                 ok=False).output
+
+
+def test_restore_brings_back_a_deleted_memory(run: Callable, engine: Engine) -> None:
+    added = output_json(run("add", "Ana is allergic to peanuts", "--metadata", '{"category": "health"}'))
+    memory = added["results"][0]["memory"]
+    run("delete", memory["id"][:8])
+    assert engine.list(user_id="default") == []
+    restored = output_json(run("restore", memory["id"][:8]))
+    assert (restored["id"], restored["created_at"]) == (memory["id"], memory["created_at"])
+    again = engine.get(memory["id"], user_id="default")
+    assert (again.text, again.metadata) == ("Ana is allergic to peanuts", {"category": "health"})
+    assert engine.search("peanut allergy", user_id="default")[0].memory.id == memory["id"]
+    assert [e.event for e in engine.history(memory["id"], user_id="default")] == ["ADD", "DELETE", "ADD"]
+    assert "is not deleted" in run("restore", memory["id"], ok=False).output
+    assert "no history" in run("restore", "no-such-id", ok=False).output
+    assert engine.check() == []
+
+
+def test_update_memory_tool_merges_and_sets_the_expiration(config: Config, engine: Engine,
+                                                             engine_factory: Callable[[Config], Engine]) -> None:
+    import anyio
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    memory_id = engine.add("Ana lives in Lisbon", user_id="default", metadata={"city": "Lisbon", "a": 1})[0].memory.id
+
+    async def scenario() -> list[Any]:
+        async with Client(build_server(config, open_engine=engine_factory)) as client:
+            merged = await client.call_tool("update_memory", {"memory_id": memory_id, "metadata": {"city": "Porto"},
+                                                              "expiration_date": "2099-01-01"})
+            replaced = await client.call_tool("update_memory", {"memory_id": memory_id, "metadata": {"b": 2},
+                                                                "replace_metadata": True,
+                                                                "expiration_date": "never"})
+            listed = await client.call_tool("list_memories", {"filters": {"created_at": {"gte": "2000-01-01"}}})
+            return [merged.structured_content, replaced.structured_content, listed.structured_content]
+
+    merged, replaced, listed = anyio.run(scenario)
+    assert (merged["metadata"], merged["expiration_date"]) == ({"city": "Porto", "a": 1}, "2099-01-01")
+    assert (replaced["metadata"], replaced["expiration_date"]) == ({"b": 2}, None)
+    assert [m["id"] for m in listed["memories"]] == [memory_id]
+
+
+# --- mistakes that say so ------------------------------------------------------------------------
+
+
+def test_an_unknown_trimem_variable_is_a_warning_naming_the_closest(run: Callable,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRIMEM_TRESHOLD", "0.5")
+    result = run("list")
+    assert "warning: 'TRIMEM_TRESHOLD' is not a trimem setting and is ignored; did you mean TRIMEM_THRESHOLD?" \
+        in result.stderr
+    assert output_json(result)["memories"] == []  # a warning, not an error
+
+
+def test_a_new_database_is_announced(run: Callable, db_path: Path) -> None:
+    assert f"created new database at {db_path}" in run("list").stderr
+    assert "created new database" not in run("list").stderr
+
+
+def test_backup_into_a_folder(run: Callable, tmp_path: Path, config: Config,
+                              engine_factory: Callable[[Config], Engine]) -> None:
+    run("add", "Ana lives in Lisbon")
+    folder = tmp_path / "backups"
+    run("backup", f"{folder}/")  # not there yet: the trailing slash says it is a folder
+    run("backup", str(folder))  # there now
+    copies = sorted(folder.iterdir())
+    assert len(copies) == 2 and all(copy.name.startswith("memories-") and copy.suffix == ".db" for copy in copies)
+    with engine_factory(config.replace("store", db_path=str(copies[0]))) as copy:
+        assert [m.text for m in copy.list(user_id="default")] == ["Ana lives in Lisbon"]
+
+
+def test_delete_all_names_the_scope_before_asking(run: Callable, engine: Engine, db_path: Path) -> None:
+    engine.add("Bob likes hiking", user_id="bob")
+    refused = run("delete-all", ok=False, input="y\n")
+    assert "name a scope: at least one of --user-id, --agent-id or --run-id" in refused.output
+    assert "Forget" not in refused.output  # refused before asking
+    kept = run("delete-all", "--user-id", "bob", ok=False, input="n\n")
+    assert f"Forget every memory of --user-id='bob' in {db_path}? [y/N]" in kept.output
+    assert [m.text for m in engine.list(user_id="bob")] == ["Bob likes hiking"]
+    assert "deleted_count" in run("delete-all", "--user-id", "bob", input="y\n").stdout
+    assert engine.list(user_id="bob") == []
+
+
+def test_errors_speak_of_options_not_tool_arguments(run: Callable) -> None:
+    assert "Invalid value for '--limit': must be between 1 and 100" in run("list", "--limit", "0", ok=False).output
+    assert "Invalid value for '--threshold'" in run("search", "x", "--threshold", "2", ok=False).output
+    past = run("add", "x", "--expiration-date", "2001-01-01", ok=False).output
+    assert "--expiration-date 2001-01-01 is in the past" in past and "expiration_date" not in past
+    moved = run("update", "abcd1234", "--metadata", '{"user_id": "bob"}', ok=False).output
+    assert "--user-id" in moved and "update_memory" not in moved
+
+
+def test_mcp_out_of_range_top_k_is_the_plain_message(config: Config,
+                                                     engine_factory: Callable[[Config], Engine]) -> None:
+    import anyio
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    async def scenario() -> tuple[str, dict]:
+        async with Client(build_server(config, open_engine=engine_factory)) as client:
+            result = await client.call_tool("search_memory", {"query": "x", "top_k": 500})
+            assert result.is_error
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            return result.content[0].text, tools["search_memory"].input_schema["properties"]["top_k"]
+
+    message, schema = anyio.run(scenario)
+    assert message.endswith(": top_k must be between 1 and 100, got 500") and "pydantic" not in message
+    assert (schema["minimum"], schema["maximum"]) == (1, 100)  # the schema still says so
+
+
+def test_doctor_names_versions_and_configuration_without_loading_spacy(
+    db_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from store.nlp import NLP
+
+    unloaded = NLP()
+    monkeypatch.setattr("store.engine.Engine", lambda config: Engine(config, embedder=embedder, nlp=unloaded))
+    monkeypatch.setenv("TRIMEM_USER_ID", "ana")
+    config_file = tmp_path / "trimem.toml"
+    config_file.write_text('[limits]\nmax_top_k = 50\n')
+    result = CliRunner().invoke(cli, ["--config", str(config_file), "--db", str(db_path), "doctor"])
+    assert result.exit_code == 0, result.output
+    status = output_json(result)
+    assert set(status["versions"]) >= {"trimem", "python", "torch"} and status["versions"]["python"]
+    assert status["versions"]["torch"].startswith("2.")
+    sources = status["configuration"]["sources"]
+    assert sources[0].startswith("defaults: ") and f"file: {config_file}" in sources
+    assert any(s.startswith("environment: ") and "TRIMEM_USER_ID" in s for s in sources)
+    assert "options: --db" in sources
+    settings = status["configuration"]["settings"]
+    assert (settings["server"]["user_id"], settings["limits"]["max_top_k"]) == ("ana", 50)
+    assert status["spacy_tier"] and status["spacy_loaded"] is False and not unloaded.loaded

@@ -31,6 +31,7 @@ SERVED = {
     "delete": ("delete", "delete_memory"),
     "delete_all": ("delete-all", "delete_all_memories"),
     "history": ("history", "memory_history"),
+    "restore": ("restore", None),  # undoing a delete is the person's call, after reading the history
     "status": ("doctor", None),  # upkeep is for the machine's owner, not for the assistant
     "check": ("doctor", None),  # trimem doctor --check
     "repair": ("doctor", None),  # trimem doctor --repair

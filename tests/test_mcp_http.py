@@ -38,9 +38,10 @@ def wait_for_port(port: int, seconds: float = 60) -> None:
 def http_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     port = free_port()
     monkeypatch.setenv("TRIMEM_DB_PATH", str(tmp_path / "http.db"))
-    with (tmp_path / "server.log").open("w") as log:
+    with (tmp_path / "server.log").open("w") as log, (tmp_path / "stdout.txt").open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", "--port", str(port)], stderr=log
+            [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", "--port", str(port)], stderr=log,
+            stdout=out,
         )
         try:
             wait_for_port(port)
@@ -58,3 +59,17 @@ def test_streamable_http_serves_the_tools(http_server: str) -> None:
             assert result.is_error and "not found" in result.content[0].text
 
     anyio.run(scenario)
+
+
+def test_http_is_quiet_one_info_line_and_no_access_log(http_server: str, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with Client(http_server) as client:
+            await client.call_tool("list_memories", {})
+            await client.call_tool("get_memory", {"memory_id": "no-such-id"})
+
+    anyio.run(scenario)
+    assert (tmp_path / "stdout.txt").read_text() == ""  # no access-log lines
+    lines = [line for line in (tmp_path / "server.log").read_text().splitlines() if line.strip()]
+    [info] = [line for line in lines if " INFO " in line and "exporting" not in line]  # export: once per install
+    assert f"trimem serving {tmp_path / 'http.db'} for user_id='default'; models: " in info
+    assert not [line for line in lines if "WARNING" in line or "ERROR" in line or "%" in line], lines

@@ -35,7 +35,7 @@ def via_cli(config: Config, open_engine: Callable[[Config], Engine]) -> Ranking:
 
     for fact in FACTS:
         run("add", fact)
-    return [(hit["memory"]["text"], hit["score"]) for hit in json.loads(run("search", QUERY))]
+    return [(hit["text"], hit["score"]) for hit in json.loads(run("search", QUERY))["results"]]
 
 
 def via_mcp(config: Config, open_engine: Callable[[Config], Engine]) -> Ranking:

@@ -84,7 +84,7 @@ async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
 
     for tool, arguments, message in [
         ("add_memory", {"text": ""}, "at least 1 character"),
-        ("search_memory", {"query": "x", "top_k": 0}, "greater than or equal to 1"),
+        ("search_memory", {"query": "x", "top_k": 0}, "top_k must be between 1 and 100, got 0"),
         ("search_memory", {"query": "x", "threshold": 1.5}, "less than or equal to 1"),
         ("get_memory", {"memory_id": ana["id"]}, "not found"),
         ("search_memory", {"query": "x", "filters": {"OR": []}}, "filters"),
