@@ -217,11 +217,9 @@ def _check(config: Config) -> None:
     if search.ranking not in RANKINGS:
         raise _refuse("search", "ranking", search.ranking, f"use one of {', '.join(RANKINGS)}")
     if search.entity_weighting not in ENTITY_WEIGHTINGS:
-        raise _refuse(
-            "search", "entity_weighting", search.entity_weighting, f"use one of {', '.join(ENTITY_WEIGHTINGS)}"
-        )
+        raise _refuse("search", "entity_weighting", search.entity_weighting, f"use one of {', '.join(ENTITY_WEIGHTINGS)}")
     if not 0.0 <= search.keyword_context <= 1.0:
-        raise _refuse("search", "keyword_context", search.keyword_context, "it must be between 0 and 1; 0 turns it off")
+        raise _refuse("search", "keyword_context", search.keyword_context, "it must be between 0 and 1")
     for section, name in (
         ("limits", "max_text_chars"), ("limits", "max_top_k"), ("limits", "max_metadata_bytes"),
         ("search", "overfetch_factor"), ("search", "overfetch_minimum"),

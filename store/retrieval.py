@@ -123,7 +123,7 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
     bm25_raw: dict[int, float] = {}
     if request.options.use_bm25:
         bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
-        bm25_raw = keyword_context(conn, bm25_raw, request)
+        bm25_raw = keyword_context(conn, bm25_raw, request, fsql, fparams)
     # The reference pool ranks only vector candidates, so only their links are needed; the
     # union pool adds the keyword hits and, like the other signals, up to ``limit`` memories
     # of the entity signal's own.
@@ -152,8 +152,8 @@ def reachable_outside_pool(
     """The union candidates outside the full vector over-fetch that could still be returned
     (``scoring.could_reach_top_k``): the rest cannot beat the pool's own top_k even at the
     pool's farthest similarity, so their vectors are not read. Same results, fewer lookups;
-    explain does not list the skipped ones as dropped. The pool holds no expired memory
-    unless the caller asked for them, so it is the pool fusion will rank."""
+    explain does not list the skipped ones as dropped."""
+    # The vector search already kept expired memories out (unless show_expired asks for them).
     semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in distances.items()}
     ceiling = scoring.similarity_from_distance(max(distances.values()))
     return scoring.could_reach_top_k(
@@ -162,14 +162,15 @@ def reachable_outside_pool(
     )
 
 
-def keyword_context(conn: apsw.Connection, bm25_raw: dict[int, float], request: SearchRequest) -> dict[int, float]:
-    """The keyword hits, plus the memories beside them (same scope, rowid ± 1) scored at
-    ``keyword_context`` × the hit's raw BM25 (see ``scoring.keyword_context``)."""
+def keyword_context(
+    conn: apsw.Connection, bm25_raw: dict[int, float], request: SearchRequest, filter_sql: str, filter_params: list[Any]
+) -> dict[int, float]:
+    """The keyword hits, plus the memories beside them (same scope, rowid ± 1, passing
+    ``filter_sql``) scored at ``keyword_context`` × the hit's raw BM25 (see ``scoring.keyword_context``)."""
     weight = request.options.keyword_context
     if weight <= 0 or not bm25_raw:
         return bm25_raw
-    fsql, fparams = db.live_sql(request.filter_sql, request.filter_params, request.live_on)
-    adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, fsql, fparams)
+    adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, filter_sql, filter_params)
     return scoring.keyword_context(bm25_raw, adjacent, weight)
 
 
