@@ -30,6 +30,7 @@ from store.config import Config, load_config, unknown_variables
 from store.errors import TrimemError
 
 from . import default_scope, named_scope, tables
+from .tables import ScopesOut, StatsOut
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
@@ -488,6 +489,28 @@ def history(config: Config, memory_id: str, user_id: str | None, agent_id: str |
     with open_engine(config) as engine:
         events = engine.history(memory_id, **default_scope(config, user_id, agent_id, run_id))
     emit(HistoryOutput.of(events, NO_CAP), tables.history, items="events")
+
+
+@cli.command()
+@format_options
+@click.pass_obj
+def users(config: Config) -> None:
+    """Every user (and agent and run within it) that has memories, with counts; the configured
+    default user is the one commands and the MCP server use when none is named."""
+    with open_engine(config) as engine:
+        scopes = engine.users()
+    emit(ScopesOut(scopes=[dataclasses.asdict(scope) for scope in scopes], default_user_id=config.server.user_id),
+         tables.scopes, items="scopes")
+
+
+@cli.command()
+@format_options
+@click.pass_obj
+def stats(config: Config) -> None:
+    """How many memories (and expired ones), per user; the database file's size; the models."""
+    with open_engine(config) as engine:
+        numbers = engine.stats()
+    emit(StatsOut(**numbers), tables.stats)
 
 
 @cli.command()
