@@ -300,7 +300,7 @@ def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | 
     if (text is None) == (file is None):
         raise click.UsageError("give TEXT or --file FILE, not both and not neither")
     if text == "-":  # the text itself comes on stdin, e.g. from a pipe or a heredoc
-        text = click.get_text_stream("stdin").read().strip()
+        text = sys.stdin.read().strip()
     command_ids = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
     if file is not None:
         add_file(config, file, command_ids, metadata, expiration_date)
