@@ -109,6 +109,7 @@ class Replay:
     ) -> None:
         self.name, self.dimension, self.tier = embedder.name, embedder.dimension, nlp.tier
         self.backend = f"replay of {embedder.backend}"
+        self.expected_tier, self.loaded = self.tier, True  # what Engine.status reads of an NLP
         self._embedder, self._nlp, self._base_of, self._sigma = embedder, nlp, base_of, sigma
         self._vectors: dict[str, np.ndarray] = {}
         self._analyses: dict[str, object] = {}

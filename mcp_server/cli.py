@@ -30,6 +30,7 @@ from store.config import Config, load_config, unknown_variables
 from store.errors import TrimemError
 
 from . import default_scope, named_scope, tables
+from .tables import ScopesOut, StatsOut
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
@@ -299,7 +300,7 @@ def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | 
     if (text is None) == (file is None):
         raise click.UsageError("give TEXT or --file FILE, not both and not neither")
     if text == "-":  # the text itself comes on stdin, e.g. from a pipe or a heredoc
-        text = click.get_text_stream("stdin").read().strip()
+        text = sys.stdin.read().strip()
     command_ids = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
     if file is not None:
         add_file(config, file, command_ids, metadata, expiration_date)
@@ -488,6 +489,28 @@ def history(config: Config, memory_id: str, user_id: str | None, agent_id: str |
     with open_engine(config) as engine:
         events = engine.history(memory_id, **default_scope(config, user_id, agent_id, run_id))
     emit(HistoryOutput.of(events, NO_CAP), tables.history, items="events")
+
+
+@cli.command()
+@format_options
+@click.pass_obj
+def users(config: Config) -> None:
+    """Every user (and agent and run within it) that has memories, with counts; the configured
+    default user is the one commands and the MCP server use when none is named."""
+    with open_engine(config) as engine:
+        scopes = engine.users()
+    emit(ScopesOut(scopes=[dataclasses.asdict(scope) for scope in scopes], default_user_id=config.server.user_id),
+         tables.scopes, items="scopes")
+
+
+@cli.command()
+@format_options
+@click.pass_obj
+def stats(config: Config) -> None:
+    """How many memories (and expired ones), per user; the database file's size; the models."""
+    with open_engine(config) as engine:
+        numbers = engine.stats()
+    emit(StatsOut(**numbers), tables.stats)
 
 
 @cli.command()

@@ -12,6 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from .models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, SearchOutput
 
 ID_CHARS = 8
@@ -101,3 +103,46 @@ def history(output: HistoryOutput, width: int) -> str:
         for event in output.events
     ]
     return table(("at (UTC)", "event", "text"), rows, width)
+
+
+class ScopesOut(BaseModel):
+    """``trimem users``: no tool has this shape (the assistant never lists users)."""
+
+    scopes: list[dict[str, Any]]
+    default_user_id: str
+
+
+class StatsOut(BaseModel):
+    """``trimem stats``."""
+
+    database: str
+    file_bytes: int
+    memories: int
+    expired: int
+    users: dict[str, dict[str, int]]
+    embedding_model: str
+    embedding_backend: str
+
+
+def scopes(output: ScopesOut, width: int) -> str:
+    if not output.scopes:
+        return f"no memories yet; the default user is {output.default_user_id!r}"
+    rows = [
+        [scope["user_id"] or "-", scope["agent_id"] or "-", scope["run_id"] or "-", str(scope["memories"]),
+         str(scope["expired"]), "default" if scope["user_id"] == output.default_user_id else ""]
+        for scope in output.scopes
+    ]
+    return table(("user_id", "agent_id", "run_id", "memories", "expired", ""), rows, width)
+
+
+def stats(output: StatsOut, width: int) -> str:
+    size = f"{output.file_bytes / 1e6:.1f} MB" if output.file_bytes >= 1e5 else f"{output.file_bytes / 1e3:.0f} kB"
+    lines = [
+        f"database:   {output.database} ({size})",
+        f"models:     {output.embedding_model} on {output.embedding_backend}",
+        f"memories:   {output.memories} ({output.expired} expired)",
+        "",
+        table(("user_id", "memories", "expired"),
+              [[user or "-", str(n["memories"]), str(n["expired"])] for user, n in output.users.items()], width),
+    ]
+    return "\n".join(lines)

@@ -398,6 +398,16 @@ def last_deletion(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) 
     return DeletedMemory(memory_id, text, json.loads(metadata or "{}"), dict(zip(SCOPE_KEYS, own_scope)), created_at)
 
 
+def scope_counts(conn: apsw.Connection, today: str) -> list[tuple[str, str, str, int, int]]:
+    """Every scope holding memories: (user_id, agent_id, run_id, memories, expired before ``today``)."""
+    return conn.execute(
+        "SELECT user_id, agent_id, run_id, count(*), "
+        "coalesce(sum(expiration_date IS NOT NULL AND expiration_date < ?), 0) "
+        "FROM memories GROUP BY user_id, agent_id, run_id ORDER BY user_id, agent_id, run_id",
+        (today,),
+    ).fetchall()
+
+
 def counts(conn: apsw.Connection) -> dict[str, int]:
     """Row counts of every table, for ``doctor``."""
     tables = ("memories", "memory_vectors", "entities", "entity_vectors", "memory_entities", "history")

@@ -30,7 +30,7 @@ from .filters import filters_sql
 from .linking import link_entities
 from .maintenance import RepairReport, Violation
 from .nlp import NLP, Analysis
-from .records import AddedMemory, Explanation, HistoryEvent, Memory, SearchHit, scope_of, to_memory
+from .records import AddedMemory, Explanation, HistoryEvent, Memory, ScopeCount, SearchHit, scope_of, to_memory
 from .validation import (
     check_expiration,
     check_id,
@@ -561,6 +561,32 @@ class Engine:
         """Copy the database with SQLite's online backup: safe while other servers write."""
         with self._reading() as conn:
             maintenance.backup(conn, Path(destination))
+
+    def users(self) -> list[ScopeCount]:
+        """Every user, agent and run scope that holds memories, with counts (expired ones too)."""
+        with self._reading() as conn:
+            rows = db.scope_counts(conn, retrieval.today())
+        return [ScopeCount(user or None, agent or None, run or None, n, expired)
+                for user, agent, run, n, expired in rows]
+
+    def stats(self) -> dict[str, Any]:
+        """Memories and expired ones, in all and per user; the file's size; the models."""
+        per_user: dict[str, dict[str, int]] = {}
+        scopes = self.users()
+        for scope in scopes:
+            counts = per_user.setdefault(scope.user_id or "", {"memories": 0, "expired": 0})
+            counts["memories"] += scope.memories
+            counts["expired"] += scope.expired
+        files = [self.path, Path(f"{self.path}-wal")]
+        return {
+            "database": str(self.path),
+            "file_bytes": sum(f.stat().st_size for f in files if f.exists()),
+            "memories": sum(scope.memories for scope in scopes),
+            "expired": sum(scope.expired for scope in scopes),
+            "users": per_user,
+            "embedding_model": self.embedder.name,
+            "embedding_backend": self.embedder.backend,
+        }
 
     def status(self) -> dict[str, Any]:
         """Versions, models, the database path and row counts (``trimem doctor``)."""

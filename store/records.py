@@ -109,6 +109,17 @@ class Explanation:
 
 
 @dataclass(frozen=True)
+class ScopeCount:
+    """One scope that holds memories, and how many (``expired`` ones included in ``memories``)."""
+
+    user_id: str | None
+    agent_id: str | None
+    run_id: str | None
+    memories: int
+    expired: int
+
+
+@dataclass(frozen=True)
 class HistoryEvent:
     """One change to a memory."""
 

@@ -525,3 +525,34 @@ def test_doctor_names_versions_and_configuration_without_loading_spacy(
     settings = status["configuration"]["settings"]
     assert (settings["server"]["user_id"], settings["limits"]["max_top_k"]) == ("ana", 50)
     assert status["spacy_tier"] and status["spacy_loaded"] is False and not unloaded.loaded
+
+
+# --- one user across surfaces: users and stats -------------------------------------------------
+
+
+def test_users_and_stats(run: Callable, engine: Engine, db_path: Path, terminal: None) -> None:
+    engine.add("Ana likes tea", user_id="default")
+    engine.add("Bob likes hiking", user_id="bob")
+    engine.add("Bob's planner books trains", user_id="bob", agent_id="planner")
+    memory_id = engine.add("Bob flies today", user_id="bob", expiration_date=engine_today())[0].memory.id
+    engine._conn.execute("UPDATE memories SET expiration_date = '2000-01-01' WHERE id = ?", (memory_id,))
+    scopes = output_json(run("users", "--json"))
+    assert scopes["default_user_id"] == "default"
+    assert [(s["user_id"], s["agent_id"], s["memories"], s["expired"]) for s in scopes["scopes"]] == [
+        ("bob", None, 2, 1), ("bob", "planner", 1, 0), ("default", None, 1, 0)
+    ]
+    table = run("users").stdout.splitlines()
+    assert table[0].split() == ["user_id", "agent_id", "run_id", "memories", "expired"]
+    assert table[3].split() == ["default", "-", "-", "1", "0", "default"]
+    numbers = output_json(run("stats", "--json"))
+    assert (numbers["memories"], numbers["expired"]) == (4, 1)
+    assert numbers["users"] == {"bob": {"memories": 3, "expired": 1}, "default": {"memories": 1, "expired": 0}}
+    assert numbers["file_bytes"] > 0 and numbers["database"] == str(db_path)
+    assert numbers["embedding_model"] == "all-MiniLM-L6-v2"
+    assert "memories:   4 (1 expired)" in run("stats").stdout
+
+
+def engine_today() -> str:
+    from store.retrieval import today
+
+    return today()

@@ -31,7 +31,9 @@ SERVED = {
     "delete": ("delete", "delete_memory"),
     "delete_all": ("delete-all", "delete_all_memories"),
     "history": ("history", "memory_history"),
-    "restore": ("restore", None),  # undoing a delete is the person's call, after reading the history
+    "restore": ("restore", None),
+    "users": ("users", None),  # who has memories: for the machine's owner, never across users for the assistant
+    "stats": ("stats", None),  # undoing a delete is the person's call, after reading the history
     "status": ("doctor", None),  # upkeep is for the machine's owner, not for the assistant
     "check": ("doctor", None),  # trimem doctor --check
     "repair": ("doctor", None),  # trimem doctor --repair
