@@ -426,9 +426,11 @@ def live_sql(filter_sql: str, filter_params: list[Any], on: str | None) -> tuple
 
 def count_expired(conn: apsw.Connection, scope: dict[str, str], on: str) -> int:
     """Memories of the scope that expired before ``on`` (the partial expiry index finds them)."""
-    where, params = scope_sql(scope)
+    # Unary + keeps the planner on the partial expiry index (the dated memories only):
+    # through the scope index it would walk the whole scope (200 ms at 100,000 memories).
+    where, params = scope_sql(scope, "+m")
     return conn.execute(
-        f"SELECT count(*) FROM memories WHERE expiration_date < ? AND {where}", (on, *params)
+        f"SELECT count(*) FROM memories m WHERE m.expiration_date < ? AND {where}", (on, *params)
     ).fetchone()[0]
 
 
