@@ -59,6 +59,12 @@ class SearchRequest:
     """The day the search runs (UTC), read once so every signal agrees."""
 
     @property
+    def live_filter(self) -> tuple[str, list[Any]]:
+        """The metadata filter plus "not expired" (unless ``show_expired``): what every signal
+        after the vector search applies, over alias ``m``."""
+        return db.live_sql(self.filter_sql, self.filter_params, self.live_on)
+
+    @property
     def live_on(self) -> str | None:
         """The day before which expired memories are skipped, or None to keep them (``show_expired``)."""
         return None if self.show_expired else self.on
@@ -119,7 +125,7 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
     distances = dict(db.knn_memories(conn, prepared.embedding, scope, limit, fsql, fparams, request.live_on))
     # Expired memories are kept out inside each signal's SQL, like the metadata filters: they
     # take no over-fetch slot and add no keyword or entity share to the denominator.
-    fsql, fparams = db.live_sql(fsql, fparams, request.live_on)
+    fsql, fparams = request.live_filter
     bm25_raw: dict[int, float] = {}
     if request.options.use_bm25:
         bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
@@ -168,7 +174,7 @@ def keyword_context(conn: apsw.Connection, bm25_raw: dict[int, float], request: 
     weight = request.options.keyword_context
     if weight <= 0 or not bm25_raw:
         return bm25_raw
-    fsql, fparams = db.live_sql(request.filter_sql, request.filter_params, request.live_on)
+    fsql, fparams = request.live_filter
     adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, fsql, fparams)
     return scoring.keyword_context(bm25_raw, adjacent, weight)
 
@@ -195,7 +201,7 @@ def entity_boosts(
     scope_count = None
     if request.options.entity_weighting == "rarity" and prepared.entities:
         scope_count = db.scope_count(conn, request.scope)
-    fsql, fparams = db.live_sql(request.filter_sql, request.filter_params, request.live_on)
+    fsql, fparams = request.live_filter
     weighed: list[tuple[float, int, EntityMatch]] = []  # (boost, entity id, match) of every matched entity
 
     def keep(links: list[tuple[int, int]], match_of: dict[int, tuple[float, EntityMatch]]) -> None:
