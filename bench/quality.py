@@ -46,7 +46,7 @@ REFERENCE = "Mem0 (reference)"
 DEFAULT = "trimem (default)"
 MEM0 = {"ranking": "mem0"}
 """Mem0's exact behaviour; variants measured against it build on this."""
-MEM0_SIGNALS = {"keyword_context": 0.0, "entity_weighting": "mem0"}
+MEM0_SIGNALS = {"keyword_context": 0.0, "entity_weighting": "mem0", "entity_match": "all"}
 """trimem's departures from Mem0 other than the union pool, turned off."""
 
 
@@ -66,9 +66,16 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(REFERENCE, MEM0, "Mem0's behaviour, one setting away from the default"),
     Variant("Mem0 + union pool", MEM0_SIGNALS, "keyword/entity hits outside the over-fetch scored exactly"),
     Variant(
-        "Mem0 + union pool + keyword context", {"entity_weighting": "mem0"}, "a memory earns half its neighbours' BM25"
+        "Mem0 + union pool + keyword context",
+        {"entity_weighting": "mem0", "entity_match": "all"},
+        "a memory earns half its neighbours' BM25",
     ),
-    Variant(DEFAULT, {}, "configs/default.toml: union pool, keyword context, entity rarity"),
+    Variant(
+        "Mem0 + union pool + keyword context + entity rarity",
+        {"entity_match": "all"},
+        "an entity's boost also scaled by its rarity in the scope",
+    ),
+    Variant(DEFAULT, {}, "configs/default.toml: union pool, keyword context, entity rarity, closest entity match"),
     Variant("trimem without union pool", {"candidate_pool": "semantic"}),
     Variant("trimem without keyword context", {"keyword_context": 0.0}),
     Variant("trimem without entities", {"use_entities": False}),

@@ -30,8 +30,12 @@ Ranking = Literal["trimem", "mem0"]
 RANKINGS: tuple[str, ...] = get_args(Ranking)
 EntityWeighting = Literal["mem0", "rarity"]
 ENTITY_WEIGHTINGS: tuple[str, ...] = get_args(EntityWeighting)
+EntityMatching = Literal["all", "best"]
+ENTITY_MATCHINGS: tuple[str, ...] = get_args(EntityMatching)
 
-MEM0_RANKING: dict[str, Any] = {"candidate_pool": "semantic", "keyword_context": 0.0, "entity_weighting": "mem0"}
+MEM0_RANKING: dict[str, Any] = {
+    "candidate_pool": "semantic", "keyword_context": 0.0, "entity_weighting": "mem0", "entity_match": "all",
+}
 """The ``[search]`` values that reproduce Mem0 exactly; ``ranking = "mem0"`` imposes them."""
 
 
@@ -57,6 +61,7 @@ class SearchConfig:
     ranking: Ranking
     keyword_context: float
     entity_weighting: EntityWeighting
+    entity_match: EntityMatching
 
     def resolved(self) -> SearchConfig:
         """The options retrieval runs with: ``ranking = "mem0"`` overrides every departure from
@@ -249,6 +254,8 @@ def _check(config: Config) -> None:
         raise _refuse(
             "search", "entity_weighting", search.entity_weighting, f"use one of {', '.join(ENTITY_WEIGHTINGS)}"
         )
+    if search.entity_match not in ENTITY_MATCHINGS:
+        raise _refuse("search", "entity_match", search.entity_match, f"use one of {', '.join(ENTITY_MATCHINGS)}")
     if not 0.0 <= search.keyword_context <= 1.0:
         raise _refuse("search", "keyword_context", search.keyword_context, "it must be between 0 and 1; 0 turns it off")
     for section, name in (

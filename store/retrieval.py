@@ -4,8 +4,9 @@ Mirrors Mem0's ``_search_vector_store`` and ``_compute_entity_boosts`` (commit 0
 semantic KNN over-fetch, FTS5 BM25 on the lemmatized query, entity boosts, the
 semantic gate before fusion, the signal-count denominator. The default ranking
 (``ranking = "trimem"``) keeps those formulas and changes what they see: the union
-candidate pool, keyword context from adjacent memories and entity rarity; ``ranking =
-"mem0"`` turns all three off (``SearchConfig.resolved``). ``prepare`` runs the
+candidate pool, keyword context from adjacent memories, entity rarity, and each query
+entity matched to its closest stored entity only; ``ranking = "mem0"`` turns all four
+off (``SearchConfig.resolved``). ``prepare`` runs the
 models and touches no database, so the engine can run it outside its database lock.
 Nothing here catches and carries on: a signal that does not apply is a branch, and
 the query analysis records which signals ran.
@@ -188,6 +189,8 @@ def entity_boosts(
 ) -> tuple[dict[int, float], dict[int, EntityMatch], bool]:
     """Each memory's largest boost from stored entities similar to a query entity, and whether
     any memory in scope got one (Mem0's test for the entity share of the denominator).
+    With ``entity_match = "best"`` a query entity boosts only through its most similar
+    stored entity; with "all" (Mem0) through every one above the match threshold.
 
     ``among`` limits the boosts computed to those memories; ``None`` computes them all.
     ``room`` adds the memories of the most boosting matched entities, whole entities in
@@ -219,6 +222,9 @@ def entity_boosts(
             for entity_id, text, similarity in scored
             if similarity >= scoring.ENTITY_MATCH_THRESHOLD
         }
+        if request.options.entity_match == "best" and similar:
+            closest = max(similar, key=lambda entity_id: similar[entity_id][1])
+            similar = {closest: similar[closest]}
         linked, links, exists = db.entity_links(conn, list(similar), fsql, fparams, among)
         active = active or exists
         match_of = {}
