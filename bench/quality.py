@@ -48,6 +48,8 @@ MEM0 = {"ranking": "mem0"}
 """Mem0's exact behaviour; variants measured against it build on this."""
 MEM0_SIGNALS = {"keyword_context": 0.0, "entity_weighting": "mem0", "entity_match": "all"}
 """trimem's departures from Mem0 other than the union pool, turned off."""
+RAW_CONTEXT = {"keyword_context_share": "raw"}
+"""Keyword context as first adopted: a share of the neighbour's raw BM25."""
 
 
 @dataclass(frozen=True)
@@ -66,18 +68,25 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(REFERENCE, MEM0, "Mem0's behaviour, one setting away from the default"),
     Variant("Mem0 + union pool", MEM0_SIGNALS, "keyword/entity hits outside the over-fetch scored exactly"),
     Variant(
-        "Mem0 + union pool + keyword context",
-        {"entity_weighting": "mem0", "entity_match": "all"},
-        "a memory earns half its neighbours' BM25",
+        "+ keyword context (raw share)",
+        {**RAW_CONTEXT, "entity_weighting": "mem0", "entity_match": "all"},
+        "a memory earns half its neighbours' raw BM25",
     ),
     Variant(
-        "Mem0 + union pool + keyword context + entity rarity",
-        {"entity_match": "all"},
+        "+ entity rarity",
+        {**RAW_CONTEXT, "entity_match": "all"},
         "an entity's boost also scaled by its rarity in the scope",
     ),
-    Variant(DEFAULT, {}, "configs/default.toml: union pool, keyword context, entity rarity, closest entity match"),
+    Variant(
+        "+ closest entity match",
+        RAW_CONTEXT,
+        "each query entity boosts through its most similar stored entity only",
+    ),
+    Variant(DEFAULT, {}, "configs/default.toml: the rows above + keyword context as a share of the score"),
     Variant("trimem without union pool", {"candidate_pool": "semantic"}),
     Variant("trimem without keyword context", {"keyword_context": 0.0}),
+    Variant("trimem without entity rarity", {"entity_weighting": "mem0"}),
+    Variant("trimem without closest entity match", {"entity_match": "all"}),
     Variant("trimem without entities", {"use_entities": False}),
     Variant("Mem0, over-fetch whole scope", {**MEM0, "overfetch_factor": 1, "overfetch_minimum": 4096}),
 )

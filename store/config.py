@@ -31,6 +31,8 @@ RANKINGS: tuple[str, ...] = get_args(Ranking)
 EntityWeighting = Literal["mem0", "rarity"]
 ENTITY_WEIGHTINGS: tuple[str, ...] = get_args(EntityWeighting)
 EntityMatching = Literal["all", "best"]
+KeywordContextShare = Literal["raw", "score"]
+KEYWORD_CONTEXT_SHARES: tuple[str, ...] = get_args(KeywordContextShare)
 ENTITY_MATCHINGS: tuple[str, ...] = get_args(EntityMatching)
 
 MEM0_RANKING: dict[str, Any] = {
@@ -60,6 +62,7 @@ class SearchConfig:
     overfetch_minimum: int
     ranking: Ranking
     keyword_context: float
+    keyword_context_share: KeywordContextShare
     entity_weighting: EntityWeighting
     entity_match: EntityMatching
 
@@ -256,6 +259,11 @@ def _check(config: Config) -> None:
         )
     if search.entity_match not in ENTITY_MATCHINGS:
         raise _refuse("search", "entity_match", search.entity_match, f"use one of {', '.join(ENTITY_MATCHINGS)}")
+    if search.keyword_context_share not in KEYWORD_CONTEXT_SHARES:
+        raise _refuse(
+            "search", "keyword_context_share", search.keyword_context_share,
+            f"use one of {', '.join(KEYWORD_CONTEXT_SHARES)}",
+        )
     if not 0.0 <= search.keyword_context <= 1.0:
         raise _refuse("search", "keyword_context", search.keyword_context, "it must be between 0 and 1; 0 turns it off")
     for section, name in (

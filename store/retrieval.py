@@ -130,7 +130,7 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
     bm25_raw: dict[int, float] = {}
     if request.options.use_bm25:
         bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
-        bm25_raw = keyword_context(conn, bm25_raw, request)
+        bm25_raw = keyword_context(conn, bm25_raw, request, len(prepared.terms))
     # The reference pool ranks only vector candidates, so only their links are needed; the
     # union pool adds the keyword hits and, like the other signals, up to ``limit`` memories
     # of the entity signal's own.
@@ -169,15 +169,19 @@ def reachable_outside_pool(
     )
 
 
-def keyword_context(conn: apsw.Connection, bm25_raw: dict[int, float], request: SearchRequest) -> dict[int, float]:
+def keyword_context(
+    conn: apsw.Connection, bm25_raw: dict[int, float], request: SearchRequest, term_count: int
+) -> dict[int, float]:
     """The keyword hits, plus the memories beside them (same scope, rowid ± 1) scored at
-    ``keyword_context`` × the hit's raw BM25 (see ``scoring.keyword_context``)."""
+    ``keyword_context`` × the hit's raw BM25, or × its squashed score with
+    ``keyword_context_share = "score"`` (see ``scoring.keyword_context``)."""
     weight = request.options.keyword_context
     if weight <= 0 or not bm25_raw:
         return bm25_raw
     fsql, fparams = request.live_filter
     adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, fsql, fparams)
-    return scoring.keyword_context(bm25_raw, adjacent, weight)
+    params = scoring.bm25_params(term_count) if request.options.keyword_context_share == "score" else None
+    return scoring.keyword_context(bm25_raw, adjacent, weight, params)
 
 
 def entity_boosts(

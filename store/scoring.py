@@ -112,22 +112,39 @@ def entity_rarity(linked_count: int, scope_count: int) -> float:
     return math.log(scope_count / linked) / math.log(scope_count)
 
 
-def keyword_context(
-    bm25_raw: Mapping[Key, float], neighbours: Mapping[Key, Sequence[Key]], weight: float
-) -> dict[Key, float]:
-    """Raw BM25 scores where a memory also earns ``weight`` × the raw score of a neighbour.
+def bm25_raw_for(score: float, params: SigmoidParams) -> float:
+    """The raw BM25 that ``normalize_bm25`` squashes to ``score`` (the sigmoid's inverse),
+    0 when that would be negative (a raw score below 0 is no keyword hit)."""
+    if score <= 0.0:
+        return 0.0
+    if score >= 1.0:
+        return math.inf
+    return max(params.midpoint - math.log(1.0 / score - 1.0) / params.steepness, 0.0)
 
-    Each memory keeps the larger of its own raw score and ``weight`` times the best raw
-    score among the memories listed as its neighbours in ``neighbours`` (keyword hits map
-    to the memories beside them). In a conversation the answer often shares no word with
-    the question while the turn it replies to does. ``weight`` 0 returns the input
+
+def keyword_context(
+    bm25_raw: Mapping[Key, float],
+    neighbours: Mapping[Key, Sequence[Key]],
+    weight: float,
+    params: SigmoidParams | None = None,
+) -> dict[Key, float]:
+    """Raw BM25 scores where a memory also earns ``weight`` × a neighbour's keyword score.
+
+    Each memory keeps the larger of its own raw score and what the best of the memories
+    listing it as a neighbour in ``neighbours`` passes on (keyword hits map to the
+    memories beside them). In a conversation the answer often shares no word with the
+    question while the turn it replies to does. Without ``params`` a neighbour passes on
+    ``weight`` × its raw score; with them, the raw score whose squashed score
+    (``normalize_bm25``) is ``weight`` × the neighbour's, so "half a hit" is half of
+    what the hit adds to the fused score, and a hit that adds almost nothing (a word in
+    most of the scope) passes on almost nothing. ``weight`` 0 returns the input
     unchanged; all scores stay ≥ 0 and a hit's own score never drops.
     """
     context = dict(bm25_raw)
     if weight <= 0:
         return context
     for key, raw in bm25_raw.items():
-        inherited = weight * raw
+        inherited = weight * raw if params is None else bm25_raw_for(weight * normalize_bm25(raw, params), params)
         for neighbour in neighbours.get(key, ()):
             if inherited > context.get(neighbour, 0.0):
                 context[neighbour] = inherited

@@ -265,7 +265,8 @@ CONVERSATION = [
 
 def test_the_default_ranking_finds_the_answer_beside_the_question(engine: Engine) -> None:
     """The answer shares no keyword with the question; under the default it earns half the
-    keyword score of the turn it replies to, stored just before it. ``ranking = "mem0"``
+    keyword score of the turn it replies to, stored just before it (half of what that turn's
+    keywords add to its fused score, ``keyword_context_share = "score"``). ``ranking = "mem0"``
     restores Mem0, where it gets none, whatever the other switches say."""
     engine.add_many([MemoryInput(text) for text in CONVERSATION + OTHER_MEMORIES], user_id="ana")
     query = "How did the children handle the accident?"
@@ -273,7 +274,7 @@ def test_the_default_ranking_finds_the_answer_beside_the_question(engine: Engine
     assert engine.config.search.ranking == "trimem" and trimem.analysis.candidate_pool == "union"
     by_text = {hit.memory.text: hit.details for hit in trimem.hits}
     question, answer = by_text[CONVERSATION[0]], by_text[CONVERSATION[1]]
-    assert answer.bm25_raw == pytest.approx(0.5 * question.bm25_raw) and answer.bm25_score > 0
+    assert answer.bm25_score == pytest.approx(0.5 * question.bm25_score) and answer.bm25_score > 0
     assert [hit.memory.text for hit in trimem.hits[:2]] == CONVERSATION[:2]
 
     mem0_config = engine.config.replace("search", ranking="mem0", candidate_pool="union", keyword_context=1.0)
@@ -291,3 +292,22 @@ def test_entity_rarity_discounts_an_entity_linked_to_most_of_the_scope(engine: E
     rarity = math.log(41 / 40) / math.log(41)
     assert google.details.entity_boost == pytest.approx(0.5 / (1 + 0.001 * 39**2) * rarity, rel=0.02)
     assert netflix.details.entity_boost == pytest.approx(0.5, rel=0.02)
+
+
+def test_a_query_entity_boosts_through_its_closest_stored_entity_only(engine: Engine) -> None:
+    """"Caroline" names the person, not every longer entity that contains her name: under the
+    default only the closest stored entity boosts; Mem0 (``entity_match = "all"``) boosts
+    through every stored entity at least 0.5 similar."""
+    greeting = "Melanie: Hey Caroline, lovely to see you at the Riverside Gallery yesterday!"
+    engine.add_many(
+        [MemoryInput("Caroline Diaz joined the LGBTQ support group in May."), MemoryInput(greeting)], user_id="ana"
+    )
+    query = "What did Caroline Diaz do in May?"
+    closest = engine.explain(query, user_id="ana", top_k=2)
+    with Engine(engine.config.replace("search", entity_match="all"), embedder=engine.embedder, nlp=engine.nlp) as mem0:
+        every = mem0.explain(query, user_id="ana", top_k=2)
+    boost = {hit.memory.text: hit.details.entity_boost for hit in closest.hits}
+    boost_all = {hit.memory.text: (hit.details.entity_boost, hit.entity_match) for hit in every.hits}
+    assert boost[greeting] == 0.0 < boost_all[greeting][0]
+    assert boost_all[greeting][1].entity != "Caroline Diaz"
+    assert boost["Caroline Diaz joined the LGBTQ support group in May."] > 0.0

@@ -197,13 +197,41 @@ def test_keyword_context_gives_neighbours_half_a_hit() -> None:
     assert scoring.keyword_context(hits, neighbours, 0.0) == hits
 
 
+def test_keyword_context_as_a_score_gives_neighbours_half_of_what_a_hit_adds() -> None:
+    params = scoring.bm25_params(2)  # midpoint 5, steepness 0.7
+    hits = {"question": 12.0, "name": 0.01}
+    neighbours = {"question": ["answer"], "name": ["beside"]}
+    context = scoring.keyword_context(hits, neighbours, 0.5, params)
+    half = 0.5 / (1 + math.exp(-0.7 * (12.0 - 5.0)))
+    assert scoring.normalize_bm25(context["answer"], params) == pytest.approx(half)
+    assert context["answer"] < 6.0  # half the raw score would squash to 0.5, not ~0.5 of 0.993
+    # half of a hit that adds only the sigmoid's floor is below any keyword hit: nothing
+    assert "beside" not in context and context["question"] == 12.0
+
+
+@given(score=st.floats(0.0, 1.0), terms=st.integers(0, 20))
+def test_bm25_raw_for_inverts_the_sigmoid_above_its_floor(score: float, terms: int) -> None:
+    params = scoring.bm25_params(terms)
+    raw = scoring.bm25_raw_for(score, params)
+    if score <= scoring.normalize_bm25(0.0, params):
+        assert raw == 0.0  # what no raw score ≥ 0 squashes to is no keyword hit
+    elif score < 1.0:
+        assert raw > 0.0 and scoring.normalize_bm25(raw, params) == pytest.approx(score, abs=1e-9)
+    else:
+        assert raw == math.inf
+
+
 @given(
     hits=st.dictionaries(st.integers(0, 20), st.floats(0.0, 1e6), max_size=10),
     weight=st.floats(0.0, 1.0),
+    share=st.sampled_from([None, 1, 8, 20]),
 )
-def test_keyword_context_never_lowers_a_score_nor_exceeds_the_best(hits: dict[int, float], weight: float) -> None:
+def test_keyword_context_never_lowers_a_score_nor_exceeds_the_best(
+    hits: dict[int, float], weight: float, share: int | None
+) -> None:
     neighbours = {key: [key - 1, key + 1] for key in hits}
-    context = scoring.keyword_context(hits, neighbours, weight)
+    params = None if share is None else scoring.bm25_params(share)
+    context = scoring.keyword_context(hits, neighbours, weight, params)
     assert all(context[key] >= raw for key, raw in hits.items())
     assert all(value <= max(hits.values()) for value in context.values())
     assert set(context) <= set(hits) | {key + step for key in hits for step in (-1, 1)}
