@@ -326,7 +326,7 @@ def measure_delete_all(base: Config, embedder: Embedder, nlp: NLP, count: int) -
     base_of = variants(locomo.load(), count)
     replay = Replay(embedder, nlp, base_of)
     path = report.RESULTS / "speed-delete.db"
-    _remove(path)
+    remove_db(path)
     run = DeleteRun()
     with Engine(base.replace("store", db_path=str(path)), embedder=replay, nlp=replay) as engine:
         texts = list(base_of)
@@ -336,7 +336,7 @@ def measure_delete_all(base: Config, embedder: Embedder, nlp: NLP, count: int) -
         started = time.perf_counter()
         run.memories = engine.delete_all(user_id=SCOPE)
         run.seconds = time.perf_counter() - started
-    _remove(path)
+    remove_db(path)
     return run
 
 
@@ -567,14 +567,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     runs: list[SearchRun] = []
     if "search" not in skip:
-        _remove(args.db)
+        remove_db(args.db)
         sizes = [int(size) for size in args.sizes.split(",")]
         runs = search_runs(base.replace("store", db_path=str(args.db)), embedder, nlp, sizes, questions)
 
     adds: dict[str, AddRun] = {}
     if "add" not in skip:
         add_db = report.RESULTS / "speed-add.db"
-        _remove(add_db)
+        remove_db(add_db)
         texts = corpus(samples, 2 * (args.singles + args.batch + 1))
         with Engine(base.replace("store", db_path=str(add_db)), embedder=embedder, nlp=nlp) as engine:
             adds[f"{embedder.backend} (default)"] = measure_add(engine, texts, args.singles, args.batch, "a1")
@@ -621,7 +621,8 @@ def backend_embedder(config: Config, backend: str) -> Embedder:
     )
 
 
-def _remove(path: Path) -> None:
+def remove_db(path: Path) -> None:
+    """Delete a benchmark database file and its WAL and shared-memory files."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 

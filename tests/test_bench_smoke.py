@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import locomo, metrics, quality, report, speed
+from bench import locomo, metrics, quality, ranking_cost, report, speed
 from bench.stages import SEARCH_STAGES, StageClock
-from store import Config, Engine
+from store import Config, Engine, MemoryInput
 from store import db as store_db
 
 # --- metrics, computed by hand ---------------------------------------------------------------
@@ -158,3 +158,12 @@ def test_delete_all_is_timed_on_a_built_scope(config: Config, embedder, nlp, mon
     run = speed.measure_delete_all(config, embedder, nlp, 120)
     assert run.memories == 120 and run.entities > 0 and run.seconds > 0
     assert "| 120 |" in speed.delete_table(run)
+
+
+def test_the_ranking_cost_asks_both_rankings_every_question(engine: Engine):
+    engine.add_many([MemoryInput(text) for text in ("Ana is allergic to peanuts", "Ben plays chess")], user_id=speed.SCOPE)
+    mem0_config = engine.config.replace("search", ranking="mem0")
+    questions = ["peanut allergy", "who plays chess?", "Ana"]
+    with Engine(mem0_config, embedder=engine.embedder, nlp=engine.nlp) as mem0:
+        ours, theirs = ranking_cost.interleaved(engine, mem0, questions)
+    assert len(ours) == len(theirs) == len(questions) and min(ours + theirs) > 0

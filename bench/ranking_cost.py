@@ -1,0 +1,92 @@
+"""What the default ranking costs over Mem0's: search p50 of both, interleaved, at growing sizes.
+
+    python bench/ranking_cost.py [--sizes 1000,10000] [--queries 300] [--rounds 2]
+
+One scope grows to each size exactly as ``bench/speed.py`` builds it (``speed.grow`` with
+the ``Replay`` models). At each size two engines with the real models are open on the
+same file: the configuration's ranking (the default, ``ranking = "trimem"``) and
+``ranking = "mem0"``. Each question is asked of both, warm, ``top_k=10``, in alternating
+order, so a busy moment of a shared machine falls on both alike; the figure is the ratio
+of their p50s. Beside it, measured in the same run, the floor: one forward pass of the
+model for the query plus a numpy top-k over the stored vectors. The budget is a ratio
+of at most 1.2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import locomo, report, speed  # noqa: E402
+from store import Engine, load_config  # noqa: E402
+from store.nlp import NLP  # noqa: E402
+
+BUDGET = 1.2
+"""The default's search p50 may be at most this many times Mem0's."""
+WARMUP = 10
+
+
+def interleaved(default: Engine, mem0: Engine, questions: Sequence[str]) -> tuple[list[float], list[float]]:
+    """Seconds per search of each engine, the two asked each question in turn, alternating who goes first."""
+    for question in questions[:WARMUP]:
+        default.search(question, user_id=speed.SCOPE, top_k=speed.TOP_K)
+        mem0.search(question, user_id=speed.SCOPE, top_k=speed.TOP_K)
+    times: dict[int, list[float]] = {id(default): [], id(mem0): []}
+    for index, question in enumerate(questions):
+        for engine in (default, mem0) if index % 2 == 0 else (mem0, default):
+            started = time.perf_counter()
+            engine.search(question, user_id=speed.SCOPE, top_k=speed.TOP_K)
+            times[id(engine)].append(time.perf_counter() - started)
+    return times[id(default)], times[id(mem0)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000,10000", help="comma-separated scope sizes")
+    parser.add_argument("--queries", type=int, default=300, help="questions timed per size and round")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per size")
+    parser.add_argument("--db", type=Path, default=report.RESULTS / "ranking-cost.db", help="benchmark database")
+    args = parser.parse_args(argv)
+
+    report.RESULTS.mkdir(parents=True, exist_ok=True)
+    speed.remove_db(args.db)
+    base = load_config(environ={}).replace("store", db_path=str(args.db))
+    embedder = speed.backend_embedder(base, base.store.embedding_backend)
+    nlp = NLP()
+    embedder.load()
+    nlp.load()
+    sizes = sorted(int(size) for size in args.sizes.split(","))
+    base_of = speed.variants(locomo.load(), max(sizes))
+    texts = list(base_of)
+    replay = speed.Replay(embedder, nlp, base_of)
+    questions = speed.queries(locomo.load(), args.queries)
+    rows = []
+    stored = 0
+    for size in sizes:
+        run = speed.SearchRun(size)
+        with Engine(base, embedder=replay, nlp=replay) as engine:
+            speed.grow(engine, texts[stored:size], run)
+        stored = size
+        mem0_config = base.replace("search", ranking="mem0")
+        with Engine(base, embedder=embedder, nlp=nlp) as default, Engine(mem0_config, embedder=embedder, nlp=nlp) as mem0:
+            speed.measure_floors(default, questions, run)
+            floor = speed.floor_ms(run)
+            for round_ in range(1, args.rounds + 1):
+                ours, theirs = interleaved(default, mem0, questions)
+                p50, p50_mem0 = speed.percentiles(ours)[0], speed.percentiles(theirs)[0]
+                rows.append([f"{size:,}", round_, p50, p50_mem0, p50 / p50_mem0, floor])
+                print(f"  {size:>7} round {round_}: {p50:.1f} vs {p50_mem0:.1f} ms", file=sys.stderr, flush=True)
+    environment = report.environment({"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend})
+    headers = ["memories", "round", "default p50, ms", "mem0 p50, ms", "ratio", "floor, ms"]
+    print(f"`{report.command_line()}`\n\n{environment}\n\n{report.table(headers, rows)}\n\nBudget: ratio ≤ {BUDGET}.")
+    return 0 if all(row[4] <= BUDGET for row in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
