@@ -428,6 +428,8 @@ in {len({sample.sample_id for sample, _ in run.questions})} scopes (one per conv
 configuration on the same database file, sharing one model and one spaCy pipeline; each question is one
 `Engine.search(top_k={TOP_K})` ({searches} searches, {seconds:.0f} s, {1000 * seconds / max(searches, 1):.0f} ms each).
 "pool" is the over-fetch per signal at top_k={TOP_K} (`max(top_k × overfetch_factor, overfetch_minimum)`).
+With the dev file these are the development conversations, the ones the settings were chosen on
+(the "tune" ones; the "check" ones only confirmed): the default's figures here flatter it.
 
 {overall_table(run)}
 
