@@ -74,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             speed.grow(engine, texts[stored:size], run)
         stored = size
         mem0_config = base.replace("search", ranking="mem0")
-        with Engine(base, embedder=embedder, nlp=nlp) as default, Engine(mem0_config, embedder=embedder, nlp=nlp) as mem0:
+        with (
+            Engine(base, embedder=embedder, nlp=nlp) as default,
+            Engine(mem0_config, embedder=embedder, nlp=nlp) as mem0,
+        ):
             speed.measure_floors(default, questions, run)
             floor = speed.floor_ms(run)
             for round_ in range(1, args.rounds + 1):

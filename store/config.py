@@ -31,9 +31,9 @@ RANKINGS: tuple[str, ...] = get_args(Ranking)
 EntityWeighting = Literal["mem0", "rarity"]
 ENTITY_WEIGHTINGS: tuple[str, ...] = get_args(EntityWeighting)
 EntityMatching = Literal["all", "best"]
+ENTITY_MATCHINGS: tuple[str, ...] = get_args(EntityMatching)
 KeywordContextShare = Literal["raw", "score"]
 KEYWORD_CONTEXT_SHARES: tuple[str, ...] = get_args(KeywordContextShare)
-ENTITY_MATCHINGS: tuple[str, ...] = get_args(EntityMatching)
 
 MEM0_RANKING: dict[str, Any] = {
     "candidate_pool": "semantic", "keyword_context": 0.0, "entity_weighting": "mem0", "entity_match": "all",

@@ -4,10 +4,11 @@ Mirrors Mem0's ``_search_vector_store`` and ``_compute_entity_boosts`` (commit 0
 semantic KNN over-fetch, FTS5 BM25 on the lemmatized query, entity boosts, the
 semantic gate before fusion, the signal-count denominator. The default ranking
 (``ranking = "trimem"``) keeps those formulas and changes what they see: the union
-candidate pool, keyword context from adjacent memories, entity rarity, and each query
-entity matched to its closest stored entity only; ``ranking = "mem0"`` turns all four
-off (``SearchConfig.resolved``). ``prepare`` runs the
-models and touches no database, so the engine can run it outside its database lock.
+candidate pool, keyword context from adjacent memories (a share of their squashed
+keyword score), entity rarity, and each query entity matched to its closest stored
+entity only; ``ranking = "mem0"`` turns them all off (``SearchConfig.resolved``).
+``prepare`` runs the models and touches no database, so the engine can run it outside
+its database lock.
 Nothing here catches and carries on: a signal that does not apply is a branch, and
 the query analysis records which signals ran.
 """

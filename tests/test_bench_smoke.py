@@ -161,7 +161,8 @@ def test_delete_all_is_timed_on_a_built_scope(config: Config, embedder, nlp, mon
 
 
 def test_the_ranking_cost_asks_both_rankings_every_question(engine: Engine):
-    engine.add_many([MemoryInput(text) for text in ("Ana is allergic to peanuts", "Ben plays chess")], user_id=speed.SCOPE)
+    texts = ("Ana is allergic to peanuts", "Ben plays chess")
+    engine.add_many([MemoryInput(text) for text in texts], user_id=speed.SCOPE)
     mem0_config = engine.config.replace("search", ranking="mem0")
     questions = ["peanut allergy", "who plays chess?", "Ana"]
     with Engine(mem0_config, embedder=engine.embedder, nlp=engine.nlp) as mem0:
