@@ -144,7 +144,10 @@ def keyword_context(
     if weight <= 0:
         return context
     for key, raw in bm25_raw.items():
-        inherited = weight * raw if params is None else bm25_raw_for(weight * normalize_bm25(raw, params), params)
+        if params is None:
+            inherited = weight * raw
+        else:  # never above the hit's own raw score, whatever the rounding of the round trip
+            inherited = min(bm25_raw_for(weight * normalize_bm25(raw, params), params), raw)
         for neighbour in neighbours.get(key, ()):
             if inherited > context.get(neighbour, 0.0):
                 context[neighbour] = inherited

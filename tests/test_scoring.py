@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from store import scoring
@@ -226,6 +226,7 @@ def test_bm25_raw_for_inverts_the_sigmoid_above_its_floor(score: float, terms: i
     weight=st.floats(0.0, 1.0),
     share=st.sampled_from([None, 1, 8, 20]),
 )
+@example(hits={0: 2.0}, weight=1.0, share=1)  # the sigmoid's round trip gave 2.0000000000000004
 def test_keyword_context_never_lowers_a_score_nor_exceeds_the_best(
     hits: dict[int, float], weight: float, share: int | None
 ) -> None:
