@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from . import db, transfer
+from . import transfer
 from .errors import InvalidArgument, shown
 from .records import MESSAGE_ROLES, SCOPE_KEYS
 from .transfer import BadLine, Source
@@ -124,6 +124,8 @@ MEMORY_SERVICE_OPTIONAL = ("tags", "memory_type", "metadata", "created_at", "upd
 
 def read_mcp_memory_service(path: Path) -> Source:
     """The ``memories`` table of an mcp-memory-service SQLite database, one memory per row."""
+    from . import db  # the database driver loads only for a command that reads a database
+
     total, rows = db.foreign_rows(str(path), "memories", MEMORY_SERVICE_COLUMNS, MEMORY_SERVICE_OPTIONAL)
     source = Source("mcp-memory-service", iter(()), total)
 

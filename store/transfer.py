@@ -27,11 +27,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, BinaryIO, get_args
+from typing import TYPE_CHECKING, Any, BinaryIO, get_args
 
-import apsw
-
-from . import db
 from .config import LimitsConfig
 from .errors import InvalidArgument, shown
 from .records import MESSAGE_ROLES, SCOPE_KEYS, HistoryEvent, HistoryEventKind, Memory, scope_of, to_memory
@@ -44,6 +41,9 @@ from .validation import (
     check_text,
     check_timestamp,
 )
+
+if TYPE_CHECKING:  # the CLI imports this module for its options: no database driver until a file is read
+    import apsw
 
 FORMAT = "trimem-memories"
 FORMAT_VERSION = 1
@@ -126,6 +126,8 @@ def export_lines(
 ) -> Iterator[str]:
     """The header, then one line per memory (with its events if ``history``), each ending in a
     newline; ``conn`` is in one read transaction, so the counts match the lines."""
+    from . import db
+
     memories, events = db.export_counts(conn, scope, *filter_sql)
     yield _dump({
         "format": FORMAT, "format_version": FORMAT_VERSION, "trimem_version": trimem_version(),
