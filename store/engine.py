@@ -626,7 +626,7 @@ class Engine:
 
         A memory whose id is stored already, or whose normalised text is stored in its scope,
         is skipped and counted, so importing a file twice changes nothing. The scope ids are
-        the scope of records that name none (a peer's file names none). Records are checked and
+        the scope of records that name none (the peers' records, Mem0's aside). Records are checked and
         written in chunks of 256, each one transaction: a bad record raises ``BadLine`` naming
         its line, with the chunks before it written and nothing of its own. ``dry_run`` checks
         every record and counts what would be skipped, writing nothing. ``progress(done,
