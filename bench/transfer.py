@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 from bench import locomo, report, speed  # noqa: E402
 from store import Engine, MemoryInput, connection, load_config  # noqa: E402
 from store.nlp import NLP  # noqa: E402
-from store.transfer import CHUNK  # noqa: E402
+from store.transfer import CHUNK, MEMORY_KEYS  # noqa: E402
 
 SCOPE = "transfer"
 
@@ -38,8 +38,7 @@ SCOPE = "transfer"
 def bare_select(path: Path, target: Path) -> int:
     """The export floor: every memory row read in one transaction and written as JSON, nothing else."""
     conn = connection.connect(path)
-    columns = ("id", "text", "user_id", "agent_id", "run_id", "actor_id", "role", "metadata", "created_at",
-               "updated_at", "expiration_date")
+    columns = MEMORY_KEYS
     count = 0
     try:
         with connection.read_transaction(conn), target.open("w", encoding="utf-8") as out:

@@ -10,12 +10,10 @@ never waits for a writer, in this process or another.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import logging
 import threading
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -71,6 +69,14 @@ def now() -> str:
     """UTC timestamp, always with six digits of microseconds, so newest-first ordering is stable
     (``isoformat()`` alone drops them when they happen to be zero, and the text sorts wrong)."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _scope_if_named(user_id: Any, agent_id: Any, run_id: Any) -> dict[str, str] | None:
+    """The checked scope when any id is named, else ``None`` (export: every user; import: the
+    records' own scopes only)."""
+    if user_id is None and agent_id is None and run_id is None:
+        return None
+    return check_scope(user_id, agent_id, run_id)
 
 
 class Engine:
@@ -596,8 +602,7 @@ class Engine:
         snapshot and yielded line by line, never all held at once; the scope ids and ``filters``
         narrow it (naming none exports every user's), ``history`` adds each memory's events.
         Expired memories are included; vectors never are (an import derives its own)."""
-        named = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
-        scope = check_scope(**named) if any(value is not None for value in named.values()) else {}
+        scope = _scope_if_named(user_id, agent_id, run_id) or {}
         filter_sql = filters_sql(filters)  # checked now, not at the first line read
 
         def lines() -> Iterator[str]:
@@ -632,46 +637,15 @@ class Engine:
         every record and counts what would be skipped, writing nothing. ``progress(done,
         total)`` is called after each chunk (``total`` ``None`` when unknown).
         """
-        named = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
-        default = check_scope(**named) if any(value is not None for value in named.values()) else None
+        default = _scope_if_named(user_id, agent_id, run_id)
         if not dry_run:
             self._check_writable()
         reader = peers.open_source(source, Path(path))
         if reader.embedding_model not in (None, self.embedder.name):
             log.warning("%s was exported with the embedding model %r; its memories are embedded again with %r",
                         path, reader.embedding_model, self.embedder.name)
-        counts: Counter[str] = Counter()
-        seen_ids: set[str] = set()
-        seen_texts: set[tuple[tuple[tuple[str, str], ...], str]] = set()
-        gap = True  # the first memory of a file is no neighbour of those stored before it
-        for chunk in transfer.checked_chunks(reader, default, self.config.limits):
-            todo = []
-            for memory in chunk:  # twins within the file, which the database cannot show before they are written
-                text_key = (tuple(sorted(memory.scope.items())), memory.hash)
-                if memory.id is not None and memory.id in seen_ids:
-                    counts["SAME_ID"] += 1
-                    gap = True
-                elif text_key in seen_texts:
-                    counts["DUPLICATE"] += 1
-                    gap = True
-                else:
-                    todo.append(dataclasses.replace(memory, gap_before=memory.gap_before or gap))
-                    seen_ids.add(memory.id or "")
-                    seen_texts.add(text_key)
-                    gap = False
-            outcomes = self._store(todo, dry_run=dry_run, gap_after_skip=True)
-            for memory, (outcome, _row) in zip(todo, outcomes):
-                counts[outcome] += 1
-                counts["events"] += len(memory.history) if outcome == "ADD" else 0
-            gap = gap or bool(outcomes) and outcomes[-1][0] != "ADD"
-            counts["read"] += len(chunk)
-            if progress is not None:
-                progress(counts["read"], reader.total)
-        return transfer.ImportReport(
-            source=reader.name, read=counts["read"], imported=counts["ADD"], skipped_same_id=counts["SAME_ID"],
-            skipped_same_text=counts["DUPLICATE"], history_events=counts["events"], dry_run=dry_run,
-            embedding_model=reader.embedding_model, mapped=dict(reader.mapped), skipped=dict(reader.skipped),
-        )
+        return transfer.run_import(reader, default, self.config.limits, self._store, dry_run=dry_run,
+                                   progress=progress)
 
     def check(self, *, deep: bool = False) -> list[Violation]:
         """Every broken invariant of the database (orphans, missing vectors or FTS rows, …);

@@ -21,8 +21,10 @@ by its line number (``BadLine``); ``trimem add --file`` shares the line parsing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -92,7 +94,9 @@ def json_object(raw: bytes, number: int, keys: Sequence[str] | None, example: st
     return value
 
 
-def numbered(lines: Iterable[bytes], keys: Sequence[str], example: str, start: int = 1) -> Iterator[tuple[str, dict]]:
+def numbered(
+    lines: Iterable[bytes], keys: Sequence[str] | None, example: str, start: int = 1
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Each non-blank line's object with where it is (``"line 12"``); raises ``BadLine``."""
     for number, raw in enumerate(lines, start=start):
         try:
@@ -236,6 +240,58 @@ def _check_header(path: Path, header: dict[str, Any], number: int) -> None:
             f"{path} is format version {version_}, written by trimem {shown(header.get('trimem_version'))}; this "
             f"trimem reads up to version {FORMAT_VERSION}: upgrade trimem to import it"
         )
+
+
+Write = Callable[..., list[tuple[str, Any]]]
+"""The engine's write path (``Engine._store``): checked memories in, one outcome each out."""
+
+
+def run_import(
+    source: Source,
+    default_scope: dict[str, str] | None,
+    limits: LimitsConfig,
+    write: Write,
+    *,
+    dry_run: bool,
+    progress: Callable[[int, int | None], None] | None,
+) -> ImportReport:
+    """Check and write the source's memories chunk by chunk (see ``Engine.import_memories``).
+
+    Twins within the file are skipped here (the database cannot show them before they are
+    written); ``write`` skips what the database holds. A memory after a skipped one, and
+    the file's first, is kept apart from the memory written before it (``gap_before``).
+    """
+    counts: Counter[str] = Counter()
+    seen_ids: set[str] = set()
+    seen_texts: set[tuple[tuple[tuple[str, str], ...], str]] = set()
+    gap = True
+    with contextlib.closing(source.records):  # a bad record stops the reading: close the file now
+        for chunk in checked_chunks(source, default_scope, limits):
+            todo = []
+            for memory in chunk:
+                text_key = (tuple(sorted(memory.scope.items())), memory.hash)
+                if memory.id is not None and memory.id in seen_ids:
+                    counts["SAME_ID"], gap = counts["SAME_ID"] + 1, True
+                elif text_key in seen_texts:
+                    counts["DUPLICATE"], gap = counts["DUPLICATE"] + 1, True
+                else:
+                    todo.append(dataclasses.replace(memory, gap_before=memory.gap_before or gap))
+                    seen_ids.add(memory.id or "")
+                    seen_texts.add(text_key)
+                    gap = False
+            outcomes = write(todo, dry_run=dry_run, gap_after_skip=True)
+            for memory, (outcome, _row) in zip(todo, outcomes):
+                counts[outcome] += 1
+                counts["events"] += len(memory.history) if outcome == "ADD" else 0
+            gap = gap or (bool(outcomes) and outcomes[-1][0] != "ADD")
+            counts["read"] += len(chunk)
+            if progress is not None:
+                progress(counts["read"], source.total)
+    return ImportReport(
+        source=source.name, read=counts["read"], imported=counts["ADD"], skipped_same_id=counts["SAME_ID"],
+        skipped_same_text=counts["DUPLICATE"], history_events=counts["events"], dry_run=dry_run,
+        embedding_model=source.embedding_model, mapped=dict(source.mapped), skipped=dict(source.skipped),
+    )
 
 
 def checked_chunks(

@@ -617,3 +617,23 @@ def test_import_from_a_peer_into_a_named_user_with_a_dry_run_first(run: Callable
     run("import", fixture, "--from", "mcp-memory", "--user-id", "ana")
     assert len(engine.list(user_id="ana")) == 7
     assert run("import", fixture, "--from", "nobody", ok=False).exit_code == 2
+
+
+def test_import_progress_is_a_bar_on_a_terminal_and_nothing_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from mcp_server import transfer as glue
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(glue.sys, "stderr", screen)
+    with glue.progress("importing") as update:
+        update(256, 300)
+        update(300, 300)
+    assert "importing" in screen.getvalue() and "100%" in screen.getvalue()
+    monkeypatch.setattr(glue.sys, "stderr", io.StringIO())
+    with glue.progress("importing") as update:
+        assert update is None
