@@ -505,7 +505,7 @@ def export(config: Config, path: str, user_id: str | None, agent_id: str | None,
     """Write memories to PATH (stdout for '-', the default) as JSON Lines: a header line, then one
     memory per line with its ids, text, metadata and dates; expired memories too, vectors never
     (an import derives its own). Without --user-id, --agent-id or --run-id, every user's
-    memories. The file appears only when complete. See docs/export-format.md."""
+    memories. The file appears only when complete (then replacing PATH). See docs/export-format.md."""
     from .transfer import write_export
 
     named = user_id is not None or agent_id is not None or run_id is not None
