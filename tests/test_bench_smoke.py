@@ -158,3 +158,13 @@ def test_delete_all_is_timed_on_a_built_scope(config: Config, embedder, nlp, mon
     run = speed.measure_delete_all(config, embedder, nlp, 120)
     assert run.memories == 120 and run.entities > 0 and run.seconds > 0
     assert "| 120 |" in speed.delete_table(run)
+
+
+def test_transfer_benchmark_runs_on_a_slice(capsys: pytest.CaptureFixture[str]) -> None:
+    """Export and import of a few memories, each beside its floor; nothing written to the docs."""
+    from bench import transfer
+
+    assert transfer.main(["--memories", "12", "--no-doc"]) == 0
+    out = capsys.readouterr().out
+    assert "| export (`Engine.export` to a file) | 12 |" in out
+    assert "| import (`Engine.import_memories`) | 12 |" in out and "`add_many` of the same texts" in out
