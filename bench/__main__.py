@@ -2,12 +2,12 @@
 
 import sys
 
-from bench import quality, speed
+from bench import quality, speed, transfer
 
-COMMANDS = {"quality": quality.main, "speed": speed.main}
+COMMANDS = {"quality": quality.main, "speed": speed.main, "transfer": transfer.main}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-        print("usage: python -m bench {quality,speed} [options]  (--help for each)", file=sys.stderr)
+        print("usage: python -m bench {quality,speed,transfer} [options]  (--help for each)", file=sys.stderr)
         raise SystemExit(2)
     raise SystemExit(COMMANDS[sys.argv[1]](sys.argv[2:]))

@@ -16,7 +16,6 @@ one ``Engine.add_many`` call: one model batch and one transaction.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,14 +24,15 @@ from store import retrieval
 from store.config import LimitsConfig
 from store.engine import MemoryInput
 from store.errors import InvalidArgument
+from store.transfer import CHUNK, BadLine, numbered
 from store.validation import SCOPE_KEYS, check_expiration, check_metadata, check_scope, check_text
 
-CHUNK_LINES = 256
-"""Lines per ``add_many`` call: big enough to batch the models well, small enough that a
-running server gets the write lock between chunks and memory stays bounded."""
+CHUNK_LINES = CHUNK
+"""Lines per ``add_many`` call (the same chunks as an import)."""
 
 KEYS = ("text", "metadata", "expiration_date", *SCOPE_KEYS)
 """The keys a line may have; any other key is refused, so a misspelt one is not lost."""
+EXAMPLE = '{"text": "Ana likes tea"}'
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,6 @@ class Batch:
     scope: dict[str, str]
     expiration_date: str | None
     items: list[MemoryInput]
-
-
-class BadLine(InvalidArgument):
-    """A line that cannot be imported; the message starts with its line number."""
 
 
 def read_lines(
@@ -62,12 +58,12 @@ def read_lines(
     """
     today = retrieval.today()
     parsed = []
-    for number, raw in enumerate(lines, start=1):
+    for where, value in numbered(lines, KEYS, EXAMPLE):
         try:
-            parsed.append(_line(raw, number, scope_of, metadata, expiration_date, limits, today))
+            parsed.append(_line(value, scope_of, metadata, expiration_date, limits, today))
         except InvalidArgument as exc:
-            raise BadLine(f"line {number}: {exc}") from None
-    return [entry for entry in parsed if entry is not None]
+            raise BadLine(f"{where}: {exc}") from None
+    return parsed
 
 
 def batches(memories: list[tuple[dict[str, str], str | None, MemoryInput]]) -> Iterator[Batch]:
@@ -81,32 +77,13 @@ def batches(memories: list[tuple[dict[str, str], str | None, MemoryInput]]) -> I
 
 
 def _line(
-    raw: bytes,
-    number: int,
+    value: dict[str, Any],
     scope_of: Callable[..., dict[str, str]],
     metadata: Mapping[str, Any] | None,
     expiration_date: str | None,
     limits: LimitsConfig,
     today: str,
-) -> tuple[dict[str, str], str | None, MemoryInput] | None:
-    try:
-        text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-    except UnicodeDecodeError:
-        raise InvalidArgument("is not UTF-8 text; save the file as UTF-8") from None
-    if not text.strip():
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"not valid JSON ({exc.msg} at column {exc.colno}); "
-                              'write one object per line, e.g. {"text": "Ana likes tea"}') from None
-    except RecursionError:
-        raise InvalidArgument("JSON nested too deeply") from None
-    if not isinstance(value, dict):
-        raise InvalidArgument(f'must be a JSON object like {{"text": "Ana likes tea"}}, got {type(value).__name__}')
-    unknown = [key for key in value if key not in KEYS]
-    if unknown:
-        raise InvalidArgument(f"unknown key {unknown[0][:40]!r}; a line may have {', '.join(KEYS)}")
+) -> tuple[dict[str, str], str | None, MemoryInput]:
     if "text" not in value:
         raise InvalidArgument('has no "text"; every line needs the fact to remember')
     own_scope = {key: value[key] for key in SCOPE_KEYS if key in value}

@@ -22,12 +22,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, get_args
 
 import click
 
 from store.config import Config, load_config, unknown_variables
 from store.errors import TrimemError
+from store.peers import SourceFormat
 
 from . import default_scope, named_scope, tables
 from .tables import ScopesOut, StatsOut
@@ -489,6 +490,59 @@ def history(config: Config, memory_id: str, user_id: str | None, agent_id: str |
     with open_engine(config) as engine:
         events = engine.history(memory_id, **default_scope(config, user_id, agent_id, run_id))
     emit(HistoryOutput.of(events, NO_CAP), tables.history, items="events")
+
+
+@cli.command()
+@click.argument("path", default="-", metavar="[PATH|-]")
+@click.option("--user-id", help="Only this user's memories (default: every user's).")
+@click.option("--agent-id", help="Only this agent's memories (of --user-id, else of the configured user).")
+@click.option("--run-id", help="Only this run's memories (of --user-id, else of the configured user).")
+@json_option("filters", "A metadata filter, as for list, e.g. '{\"category\": \"work\"}'.")
+@click.option("--history", is_flag=True, help="Add each memory's ADD / UPDATE / DELETE events.")
+@click.pass_obj
+def export(config: Config, path: str, user_id: str | None, agent_id: str | None, run_id: str | None, filters: Any,
+           history: bool) -> None:
+    """Write memories to PATH (stdout for '-', the default) as JSON Lines: a header line, then one
+    memory per line with its ids, text, metadata and dates; expired memories too, vectors never
+    (an import derives its own). Without --user-id, --agent-id or --run-id, every user's
+    memories. The file appears only when complete (then replacing PATH). See docs/export-format.md."""
+    from .transfer import write_export
+
+    named = user_id is not None or agent_id is not None or run_id is not None
+    scope = default_scope(config, user_id, agent_id, run_id) if named else {}
+    with open_engine(config) as engine:
+        header = write_export(engine.export(**scope, filters=filters, history=history), path)
+    counts = header["counts"]
+    events = f" and {counts['history_events']} history events" if history else ""
+    click.echo(f"exported {counts['memories']} memories{events} to {'stdout' if path == '-' else path}", err=True)
+
+
+@cli.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--from", "source", type=click.Choice(get_args(SourceFormat)), default="trimem", show_default=True,
+              help="The file's format: a trimem export, the MCP reference memory server's memory.jsonl, an "
+                   "mcp-memory-service SQLite database, or Mem0's get_all JSON.")
+@scope_options
+@click.option("--dry-run", is_flag=True, help="Check every record and count what would be imported; write nothing.")
+@format_options
+@click.pass_obj
+def import_(config: Config, path: Path, source: str, user_id: str | None, agent_id: str | None,
+            run_id: str | None, dry_run: bool) -> None:
+    """Import memories from PATH: each is embedded and linked again with this database's models,
+    and keeps its id, dates and metadata. A memory whose id, or whose text in the same scope, is
+    stored already is skipped and counted, so importing a file twice changes nothing. Records
+    that name no user, agent or run (every record of the peers' formats except Mem0's) go to
+    --user-id, --agent-id and --run-id. Every record is checked before the first write: a bad
+    one is reported with its line (or row) and nothing is imported."""
+    from .transfer import ImportOut, progress, render_import
+
+    arguments = dict(source=source, **default_scope(config, user_id, agent_id, run_id))
+    with open_engine(config) as engine, engine_errors(options=False):
+        report = engine.import_memories(path, **arguments, dry_run=True)
+        if not dry_run:
+            with progress("importing") as update:
+                report = engine.import_memories(path, **arguments, progress=update)
+    emit(ImportOut(**dataclasses.asdict(report)), render_import)
 
 
 @cli.command()

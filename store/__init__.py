@@ -24,6 +24,7 @@ _EXPORTS = {
     "EntityMatch": "records",
     "Explanation": "records",
     "HistoryEvent": "records",
+    "ImportReport": "transfer",
     "Memory": "records",
     "SearchHit": "records",
 }

@@ -9,13 +9,14 @@ which binds its values too.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
 
+from .errors import InvalidArgument
 from .validation import SCOPE_KEYS
 
 KNN_LIMIT = 4096
@@ -84,6 +85,11 @@ class NewMemory:
     created_at: str
     expiration_date: str | None
     embedding: np.ndarray
+    updated_at: str | None = None
+    """``None``: the same as ``created_at`` (a new memory); an import keeps its own."""
+    gap_before: bool = False
+    """Leave one rowid free before it, so it is no neighbour (``adjacent_memories``) of the
+    memory stored just before: an import keeps apart memories that were apart."""
 
 
 def find_by_hash(conn: apsw.Connection, scope: dict[str, str], text_hash: str) -> MemoryRow | None:
@@ -99,11 +105,13 @@ def find_by_hash(conn: apsw.Connection, scope: dict[str, str], text_hash: str) -
 def insert_memory(conn: apsw.Connection, memory: NewMemory) -> int:
     """Insert the memory row (its FTS row follows by trigger) and its vector; return the rowid."""
     scope = [memory.scope.get(key, "") for key in SCOPE_KEYS]
+    rowid = conn.execute("SELECT coalesce(max(rowid), 0) + 2 FROM memories").fetchone()[0] if memory.gap_before else None
     conn.execute(
-        "INSERT INTO memories(id, text, text_lemmatized, hash, user_id, agent_id, run_id, actor_id, "
+        "INSERT INTO memories(rowid, id, text, text_lemmatized, hash, user_id, agent_id, run_id, actor_id, "
         "role, metadata, created_at, updated_at, expiration_date) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
+            rowid,
             memory.id,
             memory.text,
             memory.text_lemmatized,
@@ -113,7 +121,7 @@ def insert_memory(conn: apsw.Connection, memory: NewMemory) -> int:
             memory.role,
             json.dumps(memory.metadata, ensure_ascii=False),
             memory.created_at,
-            memory.created_at,
+            memory.updated_at or memory.created_at,
             memory.expiration_date,
         ),
     )
@@ -294,6 +302,11 @@ def get_memory(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) -> 
     return _memory_row(row) if row else None
 
 
+def id_taken(conn: apsw.Connection, memory_id: str) -> bool:
+    """Whether any memory, in any scope, has this id (ids are unique in the whole file)."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?)", (memory_id,)).fetchone()[0] == 1
+
+
 ID_PREFIX_MIN_CHARS = 4
 """A shorter prefix is too likely to name the wrong memory to be accepted at all."""
 
@@ -347,6 +360,36 @@ def list_memories(
     """A page of the scope's memories, newest first."""
     sql, params = list_memories_sql(scope, filter_sql, filter_params, today)
     return [_memory_row(row) for row in conn.execute(sql, (*params, limit, offset))]
+
+
+def export_where_sql(scope: dict[str, str], filter_sql: str, filter_params: list[Any]) -> tuple[str, list[Any]]:
+    """Which memories an export takes (over alias ``m``): the scope's (every memory for an empty
+    scope) that pass the filters, expired ones too."""
+    where, params = scope_sql(scope, "m")
+    return f"{where} AND ({filter_sql})", [*params, *filter_params]
+
+
+def export_memories(
+    conn: apsw.Connection, scope: dict[str, str], filter_sql: str, filter_params: list[Any]
+) -> Iterator[MemoryRow]:
+    """The exported memories in the order they were stored (rowid), which keeps neighbours
+    neighbours on import; read one by one from the cursor, never all at once."""
+    where, params = export_where_sql(scope, filter_sql, filter_params)
+    columns = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+    for row in conn.execute(f"SELECT {columns} FROM memories m WHERE {where} ORDER BY m.rowid", params):
+        yield _memory_row(row)
+
+
+def export_counts(
+    conn: apsw.Connection, scope: dict[str, str], filter_sql: str, filter_params: list[Any]
+) -> tuple[int, int]:
+    """How many memories ``export_memories`` yields, and how many history events they have."""
+    where, params = export_where_sql(scope, filter_sql, filter_params)
+    ids = f"SELECT m.id FROM memories m WHERE {where}"
+    return tuple(conn.execute(
+        f"SELECT (SELECT count(*) FROM ({ids})), (SELECT count(*) FROM history WHERE memory_id IN ({ids}))",
+        [*params, *params],
+    ).fetchone())
 
 
 def scope_rowids(conn: apsw.Connection, scope: dict[str, str]) -> list[int]:
@@ -612,6 +655,43 @@ def adjacent_memories(
         )
     }
     return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
+
+
+# --- other applications' files ----------------------------------------------------------
+# Read-only, as they are, for ``store.peers``: their schema is theirs, so columns are
+# looked up first and only the ones named by the caller (identifiers chosen in code) read.
+
+
+def foreign_rows(
+    path: str, table: str, required: Sequence[str], optional: Sequence[str]
+) -> tuple[int, Iterator[dict[str, Any]]]:
+    """How many rows ``table`` of another application's SQLite file has, and the rows in rowid
+    order as ``{"rowid": …, column: value}``: the ``required`` columns (refused without them)
+    and those of the ``optional`` ones it has."""
+    try:
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error as exc:
+        raise InvalidArgument(f"cannot open {path} ({exc}); check the path") from None
+    try:
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] if present else 0
+    except apsw.Error as exc:
+        conn.close()
+        raise InvalidArgument(f"{path} is not a readable SQLite database ({exc})") from None
+    if missing := [column for column in required if column not in present]:
+        conn.close()
+        raise InvalidArgument(f"{path} has no {table} table" if not present else
+                              f"{path}'s {table} table has no {missing[0]} column")
+    columns = [*required, *(column for column in optional if column in present)]
+
+    def rows() -> Iterator[dict[str, Any]]:
+        try:
+            for values in conn.execute(f"SELECT rowid, {', '.join(columns)} FROM {table} ORDER BY rowid"):
+                yield dict(zip(["rowid", *columns], values))
+        finally:
+            conn.close()
+
+    return total, rows()
 
 
 # --- maintenance ----------------------------------------------------------------------

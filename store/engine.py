@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from . import connection, db, maintenance, retrieval
+from . import connection, db, maintenance, peers, retrieval, transfer
 from .config import Config
 from .embeddings import Embedder, NameVectors, open_embedder
 from .errors import InvalidArgument, NotFound, shown
@@ -30,8 +31,11 @@ from .filters import filters_sql
 from .linking import link_entities
 from .maintenance import RepairReport, Violation
 from .nlp import NLP, Analysis
-from .records import AddedMemory, Explanation, HistoryEvent, Memory, ScopeCount, SearchHit, scope_of, to_memory
+from .records import (
+    MESSAGE_ROLES, AddedMemory, Explanation, HistoryEvent, Memory, ScopeCount, SearchHit, scope_of, to_memory,
+)
 from .validation import (
+    CheckedMemory,
     check_expiration,
     check_id,
     check_metadata,
@@ -45,7 +49,8 @@ from .validation import (
     normalized_hash,
 )
 
-MESSAGE_ROLES = ("user", "assistant")
+log = logging.getLogger(__name__)
+
 NO_EXPIRATION = "never"
 """The ``expiration_date`` that ``update`` reads as "clear it": the memory stays until deleted."""
 
@@ -64,6 +69,14 @@ def now() -> str:
     """UTC timestamp, always with six digits of microseconds, so newest-first ordering is stable
     (``isoformat()`` alone drops them when they happen to be zero, and the text sorts wrong)."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _scope_if_named(user_id: Any, agent_id: Any, run_id: Any) -> dict[str, str] | None:
+    """The checked scope when any id is named, else ``None`` (export: every user; import: the
+    records' own scopes only)."""
+    if user_id is None and agent_id is None and run_id is None:
+        return None
+    return check_scope(user_id, agent_id, run_id)
 
 
 class Engine:
@@ -218,49 +231,78 @@ class Engine:
         expiry = check_expiration(expiration_date, retrieval.today())
         self._check_writable()
         limits = self.config.limits
-        texts = [check_text(item.text, limits.max_text_chars) for item in items]
-        metadatas = [check_metadata(item.metadata, limits.max_metadata_bytes) for item in items]
+        checked = [
+            CheckedMemory(
+                check_text(item.text, limits.max_text_chars), scope,
+                check_metadata(item.metadata, limits.max_metadata_bytes), expiry, item.actor_id, item.role,
+            )
+            for item in items
+        ]
         ignored = [scope_keys_in(item.metadata) for item in items]
-        hashes = [normalized_hash(text) for text in texts]
+        hashes = [memory.hash for memory in checked]
         first = {h: i for i, h in reversed(list(enumerate(hashes)))}  # a twin inside the batch is a duplicate
+        stored = dict(zip(first, self._store([checked[i] for i in first.values()])))
+        return [
+            AddedMemory("ADD" if stored[h][0] == "ADD" and first[h] == i else "DUPLICATE", to_memory(stored[h][1]),
+                        ignored[i])
+            for i, h in enumerate(hashes)
+        ]
+
+    def _store(
+        self, memories: Sequence[CheckedMemory], *, dry_run: bool = False, gap_after_skip: bool = False
+    ) -> list[tuple[str, db.MemoryRow]]:
+        """Write checked memories with one model batch and one transaction, in the order given
+        (rowids follow it); the one write path of ``add_many`` and ``import_memories``.
+
+        A memory is skipped when its id is taken (``SAME_ID``, with no row) or its normalised text
+        is stored in its scope (``DUPLICATE``, with that row); else ``ADD`` with the new row.
+        ``dry_run`` only looks. Each memory gets an ADD event, or the events it brings. With
+        ``gap_after_skip`` a memory written after a skipped one is kept apart from the one
+        before (``gap_before``), as the skipped one stood between them.
+        """
+
+        def stored(conn: apsw.Connection, memory: CheckedMemory) -> tuple[str, db.MemoryRow | None] | None:
+            if memory.id is not None and db.id_taken(conn, memory.id):
+                return "SAME_ID", None
+            twin = db.find_by_hash(conn, memory.scope, memory.hash)
+            return None if twin is None else ("DUPLICATE", twin)
 
         with self._reading() as conn:
-            existing = {h: db.find_by_hash(conn, scope, h) for h in first}
-        fresh = [i for h, i in first.items() if existing[h] is None]
-        analyses, embeddings, entity_vectors = self._analyse_and_embed([texts[i] for i in fresh])
-
+            outcomes = [stored(conn, memory) for memory in memories]
+        fresh = [i for i, outcome in enumerate(outcomes) if outcome is None]
+        if dry_run:
+            return [outcome or ("ADD", None) for outcome in outcomes]
+        analyses, embeddings, entity_vectors = self._analyse_and_embed([memories[i].text for i in fresh])
+        modelled = dict(zip(fresh, zip(analyses, embeddings)))
         stamp = now()
-        written: dict[str, db.MemoryRow] = {}
         with self._lock, connection.write_transaction(self._conn):
-            for i, analysis, embedding in zip(fresh, analyses, embeddings):
-                if db.find_by_hash(self._conn, scope, hashes[i]):
-                    continue  # another process stored it since we looked
+            skipped = False  # the memory before this one was not written, so this one is no neighbour of the last
+            for i, item in enumerate(memories):
+                if i not in modelled:
+                    skipped = True
+                    continue
+                if outcome := stored(self._conn, item):
+                    outcomes[i], skipped = outcome, True  # another process stored it since we looked
+                    continue
+                analysis, embedding = modelled[i]
                 memory = db.NewMemory(
-                    id=str(uuid.uuid4()),
-                    text=texts[i],
-                    text_lemmatized=analysis.lemmatized,
-                    hash=hashes[i],
-                    scope=scope,
-                    actor_id=items[i].actor_id,
-                    role=items[i].role,
-                    metadata=metadatas[i],
-                    created_at=stamp,
-                    expiration_date=expiry,
-                    embedding=embedding,
+                    id=item.id or str(uuid.uuid4()), text=item.text, text_lemmatized=analysis.lemmatized,
+                    hash=item.hash, scope=item.scope, actor_id=item.actor_id, role=item.role,
+                    metadata=item.metadata, created_at=item.created_at or stamp, expiration_date=item.expiration_date,
+                    embedding=embedding, updated_at=item.updated_at,
+                    gap_before=item.gap_before or (gap_after_skip and skipped),
                 )
+                skipped = False
                 rowid = db.insert_memory(self._conn, memory)
-                link_entities(self._conn, rowid, scope, analysis.entities, entity_vectors)
-                db.add_history(
-                    self._conn, memory, "ADD", old_text=None, new_text=memory.text,
-                    old_metadata=None, new_metadata=memory.metadata, at=stamp,
-                )
-                written[memory.hash] = db.find_by_hash(self._conn, scope, memory.hash)
-            results = []
-            for i, h in enumerate(hashes):
-                added_now = h in written and first[h] == i
-                row = written.get(h) or existing[h] or db.find_by_hash(self._conn, scope, h)
-                results.append(AddedMemory("ADD" if added_now else "DUPLICATE", to_memory(row), ignored[i]))
-        return results
+                link_entities(self._conn, rowid, item.scope, analysis.entities, entity_vectors)
+                added = HistoryEvent(memory.id, "ADD", None, item.text, None, item.metadata, memory.created_at)
+                for event in item.history or [added]:
+                    db.add_history(
+                        self._conn, memory, event.event, old_text=event.old_text, new_text=event.new_text,
+                        old_metadata=event.old_metadata, new_metadata=event.new_metadata, at=event.created_at,
+                    )
+                outcomes[i] = ("ADD", db.find_by_hash(self._conn, item.scope, item.hash))
+        return outcomes
 
     def update(
         self,
@@ -544,6 +586,66 @@ class Engine:
         prepared = retrieval.prepare(query, self.nlp, self.embedder, self._names, options, self._side)
         with self._reading() as conn:
             return retrieval.run(conn, prepared, request, explain=details)
+
+    # --- moving memories in and out ----------------------------------------------------------
+
+    def export(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        history: bool = False,
+    ) -> Iterator[str]:
+        """Every memory as JSON Lines after a header line (``store/transfer.py``), read from one
+        snapshot and yielded line by line, never all held at once; the scope ids and ``filters``
+        narrow it (naming none exports every user's), ``history`` adds each memory's events.
+        Expired memories are included; vectors never are (an import derives its own)."""
+        scope = _scope_if_named(user_id, agent_id, run_id) or {}
+        filter_sql = filters_sql(filters)  # checked now, not at the first line read
+
+        def lines() -> Iterator[str]:
+            with self._reading() as conn:
+                yield from transfer.export_lines(
+                    conn, scope, filters, filter_sql, history=history, model=self.embedder.name,
+                    dimension=self.embedder.dimension, at=now(),
+                )
+
+        return lines()
+
+    def import_memories(
+        self,
+        path: str | Path,
+        *,
+        source: peers.SourceFormat = "trimem",
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        dry_run: bool = False,
+        progress: Callable[[int, int | None], None] | None = None,
+    ) -> transfer.ImportReport:
+        """Import a trimem export, or another memory server's file (``source``, see
+        ``store/peers.py``): every memory re-embedded and re-linked with this engine's models,
+        with its id, dates, metadata and (if exported) history kept.
+
+        A memory whose id is stored already, or whose normalised text is stored in its scope,
+        is skipped and counted, so importing a file twice changes nothing. The scope ids are
+        the scope of records that name none (the peers' records, Mem0's aside). Records are checked and
+        written in chunks of 256, each one transaction: a bad record raises ``BadLine`` naming
+        its line, with the chunks before it written and nothing of its own. ``dry_run`` checks
+        every record and counts what would be skipped, writing nothing. ``progress(done,
+        total)`` is called after each chunk (``total`` ``None`` when unknown).
+        """
+        default = _scope_if_named(user_id, agent_id, run_id)
+        if not dry_run:
+            self._check_writable()
+        reader = peers.open_source(source, Path(path))
+        if reader.embedding_model not in (None, self.embedder.name):
+            log.warning("%s was exported with the embedding model %r; its memories are embedded again with %r",
+                        path, reader.embedding_model, self.embedder.name)
+        return transfer.run_import(reader, default, self.config.limits, self._store, dry_run=dry_run,
+                                   progress=progress)
 
     def check(self, *, deep: bool = False) -> list[Violation]:
         """Every broken invariant of the database (orphans, missing vectors or FTS rows, …);

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from .db import MemoryRow
 
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
+MESSAGE_ROLES = ("user", "assistant")
+"""The roles of the conversation messages a memory can come from (``Memory.role``)."""
 
 
 @dataclass(frozen=True)

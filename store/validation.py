@@ -14,10 +14,11 @@ import math
 import re
 import unicodedata
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgument, shown
-from .records import SCOPE_KEYS
+from .records import SCOPE_KEYS, HistoryEvent
 
 
 MAX_ID_CHARS = 256
@@ -125,10 +126,11 @@ def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
     return cleaned
 
 
-def check_expiration(value: Any, today: str) -> str | None:
+def check_expiration(value: Any, today: str | None) -> str | None:
     """``YYYY-MM-DD``, today (UTC, ``today``) or later: the memory is hidden from the day after.
 
-    A past date would store a memory that no read shows, so it is refused.
+    A past date would store a memory that no read shows, so it is refused; with ``today``
+    ``None`` (an import keeping a memory as it was) any real date passes.
     """
     if value is None:
         return None
@@ -138,12 +140,52 @@ def check_expiration(value: Any, today: str) -> str | None:
         date = dt.date.fromisoformat(value.strip()).isoformat()
     except ValueError:
         raise InvalidArgument(f"expiration_date {shown(value)} is not a real calendar date") from None
-    if date < today:
+    if today is not None and date < today:
         raise InvalidArgument(
             f"expiration_date {date} is in the past (today is {today}, UTC), so the memory would be hidden at once; "
             "send today or a later date, or omit it"
         )
     return date
+
+
+def check_timestamp(value: Any, name: str) -> str:
+    """An ISO 8601 date and time, as UTC with six digits of microseconds (the form trimem stores,
+    so text order is time order); one without a time zone is read as UTC."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{name} must be an ISO 8601 timestamp such as '2026-12-01T09:30:00+00:00', "
+                              f"got {shown(value)}")
+    try:
+        stamp = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(f"{name} {shown(value)} is not an ISO 8601 timestamp such as "
+                              "'2026-12-01T09:30:00+00:00'") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=dt.timezone.utc)
+    return stamp.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class CheckedMemory:
+    """One memory for the write path, every field checked: what ``add_many`` and an import hand
+    to it. ``id``, ``created_at`` and ``updated_at`` are kept when set (an import), else made
+    when written; ``history`` replaces the ADD event the write would record; ``gap_before``
+    stores it apart from the memory written before it (not its neighbour, see ``store.db``)."""
+
+    text: str
+    scope: dict[str, str]
+    metadata: dict[str, Any]
+    expiration_date: str | None = None
+    actor_id: str | None = None
+    role: str | None = None
+    id: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    history: tuple[HistoryEvent, ...] = ()
+    gap_before: bool = False
+
+    @property
+    def hash(self) -> str:
+        return normalized_hash(self.text)
 
 
 def check_top_k(top_k: Any, maximum: int, name: str = "top_k") -> int:

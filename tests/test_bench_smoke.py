@@ -168,3 +168,13 @@ def test_the_ranking_cost_asks_both_rankings_every_question(engine: Engine):
     with Engine(mem0_config, embedder=engine.embedder, nlp=engine.nlp) as mem0:
         ours, theirs = ranking_cost.interleaved(engine, mem0, questions)
     assert len(ours) == len(theirs) == len(questions) and min(ours + theirs) > 0
+
+
+def test_transfer_benchmark_runs_on_a_slice(capsys: pytest.CaptureFixture[str]) -> None:
+    """Export and import of a few memories, each beside its floor; nothing written to the docs."""
+    from bench import transfer
+
+    assert transfer.main(["--memories", "12", "--no-doc"]) == 0
+    out = capsys.readouterr().out
+    assert "| export (`Engine.export` to a file) | 12 |" in out
+    assert "| import (`Engine.import_memories`) | 12 |" in out and "`add_many` of the same texts" in out

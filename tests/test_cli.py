@@ -556,3 +556,84 @@ def engine_today() -> str:
     from store.retrieval import today
 
     return today()
+
+
+# --- trimem export and trimem import -----------------------------------------------------------
+
+
+def test_export_then_import_into_another_database(run: Callable, engine: Engine, tmp_path: Path,
+                                                  engine_factory: Callable[[Config], Engine], config: Config) -> None:
+    run("add", "Ana is allergic to peanuts", "--metadata", '{"category": "health"}')
+    run("add", "Bob likes hiking", "--user-id", "bob")
+    target = tmp_path / "out" / "memories.jsonl"
+    target.parent.mkdir()
+    result = run("export", str(target), "--history")
+    assert result.stderr.strip() == f"exported 2 memories and 2 history events to {target}"
+    assert result.stdout == "" and not list(target.parent.glob(".*partial"))
+    header, *lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert header["counts"] == {"memories": 2, "history_events": 2}
+    assert {line["text"] for line in lines} == {"Ana is allergic to peanuts", "Bob likes hiking"}
+
+    copy_db = tmp_path / "copy.db"
+    imported = CliRunner().invoke(cli, ["--db", str(copy_db), "import", str(target), "--json"])
+    assert imported.exit_code == 0, imported.output
+    summary = json.loads(imported.stdout)
+    assert (summary["imported"], summary["skipped_same_id"], summary["dry_run"]) == (2, 0, False)
+    with engine_factory(config.replace("store", db_path=str(copy_db))) as copy:
+        assert [m.id for m in copy.list(user_id="bob")] == [m.id for m in engine.list(user_id="bob")]
+    again = CliRunner().invoke(cli, ["--db", str(copy_db), "import", str(target), "--json"])
+    assert json.loads(again.stdout)["skipped_same_id"] == 2
+
+
+def test_export_to_stdout_narrowed_to_one_user(run: Callable) -> None:
+    run("add", "Ana is allergic to peanuts")
+    run("add", "Bob likes hiking", "--user-id", "bob")
+    result = run("export", "--user-id", "bob")
+    header, *lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert header["scope"] == {"user_id": "bob"} and [line["text"] for line in lines] == ["Bob likes hiking"]
+    assert "exported 1 memories to stdout" in result.stderr
+
+
+def test_import_with_a_bad_line_imports_nothing_and_names_it(run: Callable, engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "export.jsonl"
+    good = [json.dumps({"text": f"Ana fact number {i}", "user_id": "ana"}) for i in range(300)]
+    path.write_text("\n".join([json.dumps({"format": "trimem-memories", "format_version": 1}), *good,
+                               '{"text": "x", "user_id": "ana", "metdata": {}}']) + "\n")
+    result = run("import", str(path), ok=False)
+    assert result.exit_code == 1
+    assert result.output.strip().startswith("Error: line 302: unknown key 'metdata'")
+    assert "Traceback" not in result.output
+    assert engine.status()["counts"]["memories"] == 0  # the chunks before it were not written either
+
+
+def test_import_from_a_peer_into_a_named_user_with_a_dry_run_first(run: Callable, engine: Engine,
+                                                                    terminal: None) -> None:
+    fixture = str(Path(__file__).parent / "fixtures" / "mcp-memory.jsonl")
+    dry = run("import", fixture, "--from", "mcp-memory", "--user-id", "ana", "--dry-run")
+    assert dry.stdout.startswith("would import 7 of 7 memories (mcp-memory)")
+    assert "read: 5 observations, 2 relations" in dry.stdout
+    assert "left out: 1 entities without observations, 1 lines of type 'note'" in dry.stdout
+    assert engine.list(user_id="ana") == []
+    run("import", fixture, "--from", "mcp-memory", "--user-id", "ana")
+    assert len(engine.list(user_id="ana")) == 7
+    assert run("import", fixture, "--from", "nobody", ok=False).exit_code == 2
+
+
+def test_import_progress_is_a_bar_on_a_terminal_and_nothing_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from mcp_server import transfer as glue
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(glue.sys, "stderr", screen)
+    with glue.progress("importing") as update:
+        update(256, 300)
+        update(300, 300)
+    assert "importing" in screen.getvalue() and "100%" in screen.getvalue()
+    monkeypatch.setattr(glue.sys, "stderr", io.StringIO())
+    with glue.progress("importing") as update:
+        assert update is None

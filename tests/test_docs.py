@@ -17,7 +17,7 @@ from mcp_server.server import build_server
 from store import Engine, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATED = ["docs/cli.md", "docs/tools.md", "docs/python-api.md"]
+GENERATED = ["docs/cli.md", "docs/tools.md", "docs/python-api.md", "docs/export-format.md"]
 
 # Engine method → (CLI command, MCP tool); None where that surface deliberately lacks it.
 SERVED = {
@@ -38,6 +38,8 @@ SERVED = {
     "check": ("doctor", None),  # trimem doctor --check
     "repair": ("doctor", None),  # trimem doctor --repair
     "backup": ("backup", None),
+    "export": ("export", None),  # whole files of memories: for the machine's owner
+    "import_memories": ("import", None),
 }
 NOT_SERVED = {
     "warm_up": "run by trimem serve's lifespan in a background thread",

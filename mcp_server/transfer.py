@@ -1,0 +1,85 @@
+"""``trimem export`` and ``trimem import``: writing the export file, the progress shown while
+importing, and the import summary. The format and the reading are ``store/transfer.py``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import click
+from pydantic import create_model
+
+from store.errors import InvalidArgument
+from store.transfer import ImportReport
+
+ImportOut = create_model(  # the summary's JSON is the report's fields, defined once in store
+    "ImportOut", **{name: (hint, ...) for name, hint in get_type_hints(ImportReport).items()}
+)
+
+
+def write_export(lines: Iterable[str], target: str) -> dict[str, Any]:
+    """Write the lines to ``target`` ('-' for stdout) and return the header. A file appears
+    only when complete: it is written beside it under a temporary name, then renamed."""
+    lines = iter(lines)
+    header = next(lines)
+    if target == "-":
+        sys.stdout.write(header)
+        sys.stdout.writelines(lines)
+        sys.stdout.flush()
+        return json.loads(header)
+    path = Path(target)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            out.write(header)
+            out.writelines(lines)
+        os.replace(partial, path)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot write {path} ({exc.strerror or exc}); choose a path in a folder you can "
+                              "write") from None
+    finally:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+    return json.loads(header)
+
+
+@contextlib.contextmanager
+def progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
+    """A ``progress(done, total)`` callback drawing a bar on stderr, or ``None`` when stderr is
+    not a terminal (logs and CI stay clean)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        state: dict[str, Any] = {"bar": None, "done": 0}
+
+        def update(done: int, total: int | None) -> None:
+            if total is None:
+                click.echo(f"\r{label}: {done}", nl=False, err=True)
+                return
+            if state["bar"] is None:
+                state["bar"] = stack.enter_context(click.progressbar(length=total, label=label, file=sys.stderr))
+            state["bar"].update(done - state["done"])
+            state["done"] = done
+
+        yield update
+
+
+def render_import(output: Any, _width: int) -> str:
+    """The import summary for a person."""
+    verb = "would import" if output.dry_run else "imported"
+    lines = [f"{verb} {output.imported} of {output.read} memories ({output.source})",
+             f"skipped: {output.skipped_same_id} whose id is stored already, {output.skipped_same_text} whose text "
+             "is stored already in their scope"]
+    if output.history_events:
+        lines.append(f"history events kept: {output.history_events}")
+    if output.mapped:
+        lines.append("read: " + ", ".join(f"{count} {kind}" for kind, count in output.mapped.items()))
+    if output.skipped:
+        lines.append("left out: " + ", ".join(f"{count} {why}" for why, count in output.skipped.items()))
+    return "\n".join(lines)
