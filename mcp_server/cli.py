@@ -555,7 +555,7 @@ def model_reference(_ctx: click.Context, _param: click.Parameter, value: str) ->
 
 @cli.command()
 @click.option("--model", required=True, callback=model_reference,
-              help="The new embedding model: a local sentence-transformers folder, or a name the backend knows.")
+              help="The new embedding model: a local sentence-transformers folder, or the packaged default's name.")
 @click.option("--backend", type=click.Choice(EMBEDDING_BACKENDS),
               help="What runs the new model (default: the configured embedding_backend).")
 @click.pass_obj

@@ -38,6 +38,7 @@ SERVED = {
     "check": ("doctor", None),  # trimem doctor --check
     "repair": ("doctor", None),  # trimem doctor --repair
     "backup": ("backup", None),
+    "reembed": ("reembed", None),  # changing the model is the machine's owner's decision
 }
 NOT_SERVED = {
     "warm_up": "run by trimem serve's lifespan in a background thread",
