@@ -834,42 +834,34 @@ def drop_reembed(conn: apsw.Connection) -> None:
     conn.execute(f"DELETE FROM meta WHERE key IN ({','.join('?' * len(REEMBED_META))})", REEMBED_META)
 
 
-def memories_to_reembed(conn: apsw.Connection, limit: int) -> list[tuple[int, str]]:
-    """(rowid, text) of memories without a new vector yet, in rowid order."""
+REEMBED_SOURCES = {
+    "memory_vectors": ("memory_rowid", "memories", "rowid", "text"),
+    "entity_vectors": ("entity_id", "entities", "id", "normalized"),
+}
+"""Each vector table: its key column, and the table, key and text column its vectors embed."""
+
+
+def to_reembed(conn: apsw.Connection, table: str, limit: int) -> list[tuple[int, str]]:
+    """(key, text) of the memories (``table`` "memory_vectors") or entities ("entity_vectors")
+    without a new vector yet, in key order."""
+    column, source, source_key, text_column = REEMBED_SOURCES[table]
     return conn.execute(
-        f"SELECT rowid, text FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM {REEMBED_PREFIX}memory_vectors) "
-        "ORDER BY rowid LIMIT ?",
+        f"SELECT {source_key}, {text_column} FROM {source} "
+        f"WHERE {source_key} NOT IN (SELECT {column} FROM {REEMBED_PREFIX}{table}) ORDER BY {source_key} LIMIT ?",
         (limit,),
     ).fetchall()
 
 
-def entities_to_reembed(conn: apsw.Connection, limit: int) -> list[tuple[int, str]]:
-    """(id, normalised text) of entities without a new vector yet, in id order."""
-    return conn.execute(
-        f"SELECT id, normalized FROM entities WHERE id NOT IN (SELECT entity_id FROM {REEMBED_PREFIX}entity_vectors) "
-        "ORDER BY id LIMIT ?",
-        (limit,),
-    ).fetchall()
-
-
-def put_reembedded_memory(conn: apsw.Connection, rowid: int, text: str, embedding: np.ndarray) -> None:
-    """File a memory's new vector in its scope, only if the memory still has the text embedded
-    (another process may have changed or deleted it while the model ran)."""
-    conn.execute(f"DELETE FROM {REEMBED_PREFIX}memory_vectors WHERE memory_rowid = ?", (rowid,))
+def put_reembedded(conn: apsw.Connection, table: str, key: int, text: str, embedding: np.ndarray) -> None:
+    """File the new vector of a memory (``table`` "memory_vectors") or an entity ("entity_vectors")
+    in its scope, only if that row still has the text embedded: another process may have changed
+    or deleted it while the model ran (an entity id may then name another entity)."""
+    column, source, source_key, text_column = REEMBED_SOURCES[table]
+    conn.execute(f"DELETE FROM {REEMBED_PREFIX}{table} WHERE {column} = ?", (key,))
     conn.execute(
-        f"INSERT INTO {REEMBED_PREFIX}memory_vectors(memory_rowid, embedding, user_id, agent_id, run_id) "
-        "SELECT rowid, ?, user_id, agent_id, run_id FROM memories WHERE rowid = ? AND text = ?",
-        (vector_blob(embedding), rowid, text),
-    )
-
-
-def put_reembedded_entity(conn: apsw.Connection, entity_id: int, normalized: str, embedding: np.ndarray) -> None:
-    """File an entity's new vector in its scope, only if the entity id still names that text."""
-    conn.execute(f"DELETE FROM {REEMBED_PREFIX}entity_vectors WHERE entity_id = ?", (entity_id,))
-    conn.execute(
-        f"INSERT INTO {REEMBED_PREFIX}entity_vectors(entity_id, embedding, user_id, agent_id, run_id) "
-        "SELECT id, ?, user_id, agent_id, run_id FROM entities WHERE id = ? AND normalized = ?",
-        (vector_blob(embedding), entity_id, normalized),
+        f"INSERT INTO {REEMBED_PREFIX}{table}({column}, embedding, user_id, agent_id, run_id) "
+        f"SELECT {source_key}, ?, user_id, agent_id, run_id FROM {source} WHERE {source_key} = ? AND {text_column} = ?",
+        (vector_blob(embedding), key, text),
     )
 
 
@@ -884,6 +876,12 @@ REEMBED_CHECKS: dict[str, str] = {
         f"SELECT count(*) FROM {REEMBED_PREFIX}entity_vectors WHERE entity_id NOT IN (SELECT id FROM entities)",
 }
 """What must be zero before the twins replace the live tables; each counts offending rows."""
+
+
+def count_to_reembed(conn: apsw.Connection) -> int:
+    """Memories and entities that still lack a new vector."""
+    pending = ("memories without a new vector", "entities without a new vector")
+    return sum(conn.execute(REEMBED_CHECKS[name]).fetchone()[0] for name in pending)
 
 
 def reembed_problems(conn: apsw.Connection) -> dict[str, int]:
@@ -914,7 +912,7 @@ def swap_in_reembedded(conn: apsw.Connection, model: str, dimension: int) -> Non
     conn.execute("DROP TABLE memory_vectors")
     conn.execute("DROP TABLE entity_vectors")
     conn.execute(vector_tables_sql(dimension))
-    for table, key in (("memory_vectors", "memory_rowid"), ("entity_vectors", "entity_id")):
+    for table, (key, *_) in REEMBED_SOURCES.items():
         conn.execute(
             f"INSERT INTO {table}({key}, embedding, user_id, agent_id, run_id) "
             f"SELECT {key}, embedding, user_id, agent_id, run_id FROM {REEMBED_PREFIX}{table}"

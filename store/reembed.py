@@ -67,8 +67,7 @@ def reembed(conn: apsw.Connection, embedder: Embedder, progress: Progress | None
         raise InvalidArgument(f"this database already uses the embedding model '{embedder.name}'; nothing to do")
     resumed = _begin(conn, embedder.name, embedder.dimension)
     with connection.read_transaction(conn):
-        total = sum(db.reembed_problems(conn).get(name, 0) for name in
-                    ("memories without a new vector", "entities without a new vector"))
+        total = db.count_to_reembed(conn)
     embedded = 0
     while stored := _embed_pending(conn, embedder, CHUNK):  # each chunk commits on its own
         embedded += stored
@@ -113,18 +112,18 @@ def _embed_pending(conn: apsw.Connection, embedder: Embedder, limit: int, *, com
     """Embed up to ``limit`` memories (then entities) that lack a new vector and store them;
     returns how many. The model runs outside any write lock when ``commit`` (each call then
     writes its own transaction); without it the caller's transaction holds everything."""
+    rows: list[tuple[str, int, str]] = []
     with connection.read_transaction(conn):
-        memories = db.memories_to_reembed(conn, limit)
-        entities = db.entities_to_reembed(conn, limit - len(memories)) if len(memories) < limit else []
-    if not memories and not entities:
+        for table in db.REEMBED_SOURCES:  # memories first, then entities
+            if len(rows) < limit:
+                rows += [(table, key, text) for key, text in db.to_reembed(conn, table, limit - len(rows))]
+    if not rows:
         return 0
-    vectors = embedder.embed_batch([text for _, text in memories] + [name for _, name in entities])
+    vectors = embedder.embed_batch([text for _, _, text in rows])
     with connection.write_transaction(conn) if commit else connection.read_transaction(conn):
-        for (rowid, text), vector in zip(memories, vectors):
-            db.put_reembedded_memory(conn, rowid, text, vector)
-        for (entity_id, name), vector in zip(entities, vectors[len(memories):]):
-            db.put_reembedded_entity(conn, entity_id, name, vector)
-    return len(memories) + len(entities)
+        for (table, key, text), vector in zip(rows, vectors):
+            db.put_reembedded(conn, table, key, text, vector)
+    return len(rows)
 
 
 def _check(conn: apsw.Connection, embedder: Embedder) -> None:
