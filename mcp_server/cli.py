@@ -577,10 +577,12 @@ def reembed(config: Config, model: str, backend: str | None) -> None:
             bar = click.progressbar(length=total, label="re-embedding", file=sys.stderr)
         bar.update(done - bar.pos)
 
-    with engine_errors(), Engine(config, reembedding=True) as engine:
-        report = engine.reembed(progress=progress if sys.stderr.isatty() else None)
-    if bar is not None:
-        bar.render_finish()
+    try:
+        with engine_errors(), Engine(config, reembedding=True) as engine:
+            report = engine.reembed(progress=progress if sys.stderr.isatty() else None)
+    finally:
+        if bar is not None:
+            bar.render_finish()
     echo_json(report)
     click.echo(f"{config.database} now uses '{model}'. Set it in your configuration (store.embedding_model = "
                f"{json.dumps(model)} in the --config file, or TRIMEM_EMBEDDING_MODEL) and restart running servers: "

@@ -81,7 +81,7 @@ def reembed(conn: apsw.Connection, embedder: Embedder, progress: Progress | None
         _check(conn, embedder)
         counts = db.counts(conn)
         db.swap_in_reembedded(conn, embedder.name, embedder.dimension)
-    log.info("re-embedded %s memories and %s entities with %s", counts["memories"], counts["entities"], embedder.name)
+    log.debug("re-embedded %s memories and %s entities with %s", counts["memories"], counts["entities"], embedder.name)
     return ReembedReport(
         model=embedder.name,
         dimension=embedder.dimension,
