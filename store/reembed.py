@@ -58,13 +58,19 @@ def reembed(conn: apsw.Connection, embedder: Embedder, progress: Progress | None
     """Re-embed every memory and entity with ``embedder`` and make it the database's model.
 
     Resumes an interrupted run for the same model (an unfinished run for another model is
-    discarded); refuses a database that already uses the model. Raises ``TrimemError``
+    discarded); refuses a database that already uses the model, discarding any unfinished
+    run for another one (the way back from an interrupted change). Raises ``TrimemError``
     and switches nothing if the new index fails its checks.
     """
     started = time.perf_counter()
     recorded = connection.meta(conn)
     if recorded["embedding_model"] == embedder.name:
-        raise InvalidArgument(f"this database already uses the embedding model '{embedder.name}'; nothing to do")
+        with connection.write_transaction(conn):  # going back: an unfinished run for another model is dropped
+            unfinished = db.reembed_target(conn)
+            if unfinished is not None:
+                db.drop_reembed(conn)
+        dropped = "" if unfinished is None else f" (the unfinished re-embedding with '{unfinished[0]}' was discarded)"
+        raise InvalidArgument(f"this database already uses the embedding model '{embedder.name}'; nothing to do{dropped}")
     resumed = _begin(conn, embedder.name, embedder.dimension)
     with connection.read_transaction(conn):
         total = db.count_to_reembed(conn)

@@ -100,6 +100,11 @@ def stored_vectors_match_texts(engine: Engine) -> None:
     assert np.allclose(stored, fresh, atol=1e-4)
 
 
+def interrupt(done: int, total: int) -> None:
+    """A progress callback that stops the run after its first committed chunk, as Ctrl-C would."""
+    raise KeyboardInterrupt
+
+
 def leftovers(engine: Engine) -> list[str]:
     with engine._reading() as conn:
         return [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'reembed%'")]
@@ -134,9 +139,20 @@ def test_reembed_changes_the_dimension_and_only_the_new_model_opens(
     assert f"configure '{tiny_embedder.name}' again" in str(refused.value)
 
 
-def test_the_model_the_database_already_uses_is_refused(engine: Engine) -> None:
+def test_the_model_the_database_already_uses_is_refused(
+    engine: Engine, config: Config, nlp: NLP, tiny_embedder: OnnxEmbedder
+) -> None:
     engine.add("Ana likes kayaking", user_id="ana")
-    with pytest.raises(InvalidArgument, match="already uses the embedding model 'all-MiniLM-L6-v2'"):
+    with pytest.raises(InvalidArgument, match="already uses the embedding model 'all-MiniLM-L6-v2'; nothing to do$"):
+        engine.reembed()
+    assert leftovers(engine) == []
+
+    with Engine(with_model(config, tiny_embedder), embedder=tiny_embedder, nlp=nlp, reembedding=True) as target:
+        with pytest.raises(KeyboardInterrupt):
+            target.reembed(progress=interrupt)
+    assert leftovers(engine)
+    # changing one's mind after an interrupted run: asking for the current model drops its tables
+    with pytest.raises(InvalidArgument, match=f"unfinished re-embedding with '{tiny_embedder.name}' was discarded"):
         engine.reembed()
     assert leftovers(engine) == []
     assert engine.search("kayak", user_id="ana")
@@ -199,9 +215,6 @@ def test_an_interrupted_run_leaves_the_old_index_and_resumes(
 ) -> None:
     monkeypatch.setattr(reembed, "CHUNK", 2)
     engine.add_many([MemoryInput(text) for text in FACTS], user_id="ana")
-
-    def interrupt(done: int, total: int) -> None:
-        raise KeyboardInterrupt
 
     for model in (tiny_embedder, copy_embedder):  # the second run discards the first one's tables
         before = ranking(engine, "Where does Ana work?")
