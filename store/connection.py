@@ -358,9 +358,16 @@ def _check_meta(stored: dict[str, str], model_name: str, dimension: int) -> None
 
 
 def require_model(conn: apsw.Connection, model_name: str, dimension: int) -> None:
-    """Refuse to go on when the database now records another model than this connection's user
-    runs: another process may have re-embedded it since it was opened (``trimem reembed``)."""
-    _check_meta(meta(conn), model_name, dimension)
+    """Refuse to go on when the database records another model than this process runs: it was
+    re-embedded (``trimem reembed``) after this process opened it, so the way out is the new
+    model, not re-embedding back."""
+    recorded = meta(conn)["embedding_model"]
+    if recorded != model_name:
+        raise SchemaMismatch(
+            f"this database now uses the embedding model '{recorded}', not '{model_name}' that this process "
+            f"runs: it was re-embedded after this process opened it (or waits for this engine's reembed). "
+            f"Set store.embedding_model (TRIMEM_EMBEDDING_MODEL) to '{recorded}' and restart"
+        )
 
 
 def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int, *, check_model: bool = True) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -203,10 +204,13 @@ def test_writes_of_other_processes_during_a_reembed_are_caught(
         texts = {memory.text for memory in target.list(user_id="ana")}
         assert "Ana now works as a paramedic in Madrid" in texts and "Mateo opened a bakery in Seville" in texts
         assert first_text not in texts and second_text not in texts
-    with pytest.raises(SchemaMismatch):
+    restart = re.escape(f"Set store.embedding_model (TRIMEM_EMBEDDING_MODEL) to '{tiny_embedder.name}' and restart")
+    with pytest.raises(SchemaMismatch, match=restart):
         engine.search("nurse", user_id="ana")
-    with pytest.raises(SchemaMismatch):
+    with pytest.raises(SchemaMismatch, match=restart):
         engine.add("Ana adopted a cat", user_id="ana")
+    with engine_with(config, tiny_embedder, nlp) as after:
+        assert "Ana adopted a cat" not in {memory.text for memory in after.list(user_id="ana")}
 
 
 def test_an_interrupted_run_leaves_the_old_index_and_resumes(
