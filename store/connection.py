@@ -361,7 +361,7 @@ def require_model(conn: apsw.Connection, model_name: str, dimension: int) -> Non
     """Refuse to go on when the database records another model than this process runs: it was
     re-embedded (``trimem reembed``) after this process opened it, so the way out is the new
     model, not re-embedding back."""
-    recorded = meta(conn)["embedding_model"]
+    (recorded,) = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
     if recorded != model_name:
         raise SchemaMismatch(
             f"this database now uses the embedding model '{recorded}', not '{model_name}' that this process "
