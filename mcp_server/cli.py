@@ -26,7 +26,7 @@ from typing import Any, BinaryIO, get_args
 
 import click
 
-from store.config import Config, load_config, unknown_variables
+from store.config import EMBEDDING_BACKENDS, Config, load_config, unknown_variables
 from store.errors import TrimemError
 from store.peers import SourceFormat
 
@@ -598,6 +598,49 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
             sources = click.get_current_context().meta.get("trimem.config_sources", [])
             echo_json({"binding": "apsw", "versions": versions, **engine.status(),
                        "configuration": {"sources": sources, "settings": dataclasses.asdict(config)}})
+
+
+def model_reference(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """A model folder as an absolute path (the database records it, and a server started from
+    another folder must find the same model); a name is kept as given."""
+    folder = Path(value).expanduser()
+    return str(folder.resolve()) if folder.is_dir() else value
+
+
+@cli.command()
+@click.option("--model", required=True, callback=model_reference,
+              help="The new embedding model: a local sentence-transformers folder, or the packaged default's name.")
+@click.option("--backend", type=click.Choice(EMBEDDING_BACKENDS),
+              help="What runs the new model (default: the configured embedding_backend).")
+@click.pass_obj
+def reembed(config: Config, model: str, backend: str | None) -> None:
+    """Re-embed every memory and entity with another embedding model, then switch the database to
+    it in one transaction. Servers keep using the old index until then; an interrupted run
+    resumes where it stopped. Afterwards set the same model in the configuration."""
+    if not config.database.exists():
+        raise click.ClickException(f"no database at {config.database}; nothing to re-embed")
+    config = config.replace("store", embedding_model=model,
+                            embedding_backend=backend or config.store.embedding_backend)
+    from store.engine import Engine
+
+    bar: Any = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label="re-embedding", file=sys.stderr)
+        bar.update(done - bar.pos)
+
+    try:
+        with engine_errors(), Engine(config, reembedding=True) as engine:
+            report = engine.reembed(progress=progress if sys.stderr.isatty() else None)
+    finally:
+        if bar is not None:
+            bar.render_finish()
+    echo_json(report)
+    click.echo(f"{config.database} now uses '{model}'. Set it in your configuration (store.embedding_model = "
+               f"{json.dumps(model)} in the --config file, or TRIMEM_EMBEDDING_MODEL) and restart running servers: "
+               "a database opens only with the model it records.", err=True)
 
 
 @cli.command()

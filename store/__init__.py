@@ -19,6 +19,7 @@ _EXPORTS = {
     "ModelUnavailable": "errors",
     "NotFound": "errors",
     "SchemaMismatch": "errors",
+    "ReembedReport": "reembed",
     "TrimemError": "errors",
     "AddedMemory": "records",
     "EntityMatch": "records",

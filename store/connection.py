@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -343,33 +344,46 @@ def _schema_state(conn: apsw.Connection) -> tuple[int, dict[str, str]]:
 
 def _check_meta(stored: dict[str, str], model_name: str, dimension: int) -> None:
     """Refuse vectors from another model: they live in another space, so distances mean nothing."""
-    if int(stored["embedding_dimension"]) != dimension:
+    if stored["embedding_model"] == model_name and int(stored["embedding_dimension"]) == dimension:
+        return
+    recorded, size = stored["embedding_model"], stored["embedding_dimension"]
+    sizes = "" if int(size) == dimension else f" ({size}-dimensional vectors, the configured model makes {dimension})"
+    raise SchemaMismatch(
+        f"this database was built with the embedding model '{recorded}'{sizes}, but the configured model is "
+        f"'{model_name}'; their vectors cannot be compared, even at the same size. Run "
+        f"`trimem reembed --model {shlex.quote(model_name)}` to re-embed every memory with it (the old index "
+        f"stays in use until that completes), or configure '{recorded}' again (store.embedding_model, "
+        "TRIMEM_EMBEDDING_MODEL) or use another database file"
+    )
+
+
+def require_model(conn: apsw.Connection, model_name: str, dimension: int) -> None:
+    """Refuse to go on when the database records another model than this process runs: it was
+    re-embedded (``trimem reembed``) after this process opened it, so the way out is the new
+    model, not re-embedding back."""
+    (recorded,) = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+    if recorded != model_name:
         raise SchemaMismatch(
-            f"this database holds {stored['embedding_dimension']}-dimensional vectors from "
-            f"'{stored['embedding_model']}', but the configured model '{model_name}' makes "
-            f"{dimension}-dimensional ones; configure that model again or use another database file"
-        )
-    if stored["embedding_model"] != model_name:
-        raise SchemaMismatch(
-            f"this database was built with the embedding model '{stored['embedding_model']}', but the "
-            f"configured model is '{model_name}'; their vectors cannot be compared even at the same size. "
-            f"Configure '{stored['embedding_model']}' again (store.embedding_model, TRIMEM_EMBEDDING_MODEL) "
-            "or use another database file; re-embedding with `trimem reembed` is planned (issue 11)"
+            f"this database now uses the embedding model '{recorded}', not '{model_name}' that this process "
+            f"runs: it was re-embedded after this process opened it (or waits for this engine's reembed). "
+            f"Set store.embedding_model (TRIMEM_EMBEDDING_MODEL) to '{recorded}' and restart"
         )
 
 
-def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int) -> None:
+def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int, *, check_model: bool = True) -> None:
     """Create or upgrade the schema, and refuse a database built for another embedding model.
 
     The ``meta`` rows record the model's name and dimension when the file is created;
-    opening it with any other model (even one of the same size) stops with a message.
+    opening it with any other model (even one of the same size) stops with a message,
+    unless ``check_model`` is false (only to re-embed it with that model).
     A current schema is only read, so read-only files open (``connect`` has already
     refused another application's SQLite file).
     """
     with read_transaction(conn):
         version, stored = _schema_state(conn)
     if version == SCHEMA_VERSION and stored:
-        _check_meta(stored, model_name, dimension)
+        if check_model:
+            _check_meta(stored, model_name, dimension)
         return
     with write_transaction(conn):
         version, stored = _schema_state(conn)  # again under the lock: another process may have begun
@@ -389,7 +403,7 @@ def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int) -> Non
                 "INSERT INTO meta(key, value) VALUES ('embedding_model', ?), ('embedding_dimension', ?)",
                 (model_name, str(dimension)),
             )
-        else:
+        elif check_model:
             _check_meta(stored, model_name, dimension)
 
 

@@ -842,3 +842,164 @@ def entity_names(conn: apsw.Connection, entity_ids: Sequence[int]) -> dict[int, 
 def rebuild_fts(conn: apsw.Connection) -> None:
     """Re-index every memory's ``text_lemmatized`` from the content table."""
     conn.execute("INSERT INTO memory_fts(memory_fts) VALUES ('rebuild')")
+
+
+# --- re-embedding -----------------------------------------------------------------------
+# ``store.reembed`` fills the ``reembed_`` twins of the two vector tables beside the live
+# ones, then swaps them in. sqlite-vec's vec0 cannot be renamed (its shadow tables keep
+# the old name), so the swap copies the new vectors into freshly created canonical tables.
+
+REEMBED_PREFIX = "reembed_"
+REEMBED_META = ("reembed_model", "reembed_dimension")
+"""``meta`` keys naming the model an unfinished re-embedding is building tables for."""
+
+
+def vector_tables_sql(dimension: int, prefix: str = "") -> str:
+    """The two vec0 tables at ``dimension``: the live ones (as migration m001 made them, which
+    is never edited) or, with ``REEMBED_PREFIX``, the twins a re-embedding fills."""
+    return f"""
+        CREATE VIRTUAL TABLE {prefix}memory_vectors USING vec0(
+            memory_rowid INTEGER PRIMARY KEY,
+            embedding float[{dimension}] distance_metric=cosine,
+            user_id TEXT, agent_id TEXT, run_id TEXT
+        );
+        CREATE VIRTUAL TABLE {prefix}entity_vectors USING vec0(
+            entity_id INTEGER PRIMARY KEY,
+            embedding float[{dimension}] distance_metric=cosine,
+            user_id TEXT, agent_id TEXT, run_id TEXT
+        );
+    """
+
+
+REEMBED_TRIGGERS_SQL = f"""
+    -- Writers (of any trimem version) keep the twins honest: a changed text or a deleted
+    -- row drops its new vector, so the next pass embeds it again or it stays gone.
+    CREATE TRIGGER {REEMBED_PREFIX}memory_text AFTER UPDATE OF text ON memories BEGIN
+        DELETE FROM {REEMBED_PREFIX}memory_vectors WHERE memory_rowid = old.rowid;
+    END;
+    CREATE TRIGGER {REEMBED_PREFIX}memory_delete AFTER DELETE ON memories BEGIN
+        DELETE FROM {REEMBED_PREFIX}memory_vectors WHERE memory_rowid = old.rowid;
+    END;
+    CREATE TRIGGER {REEMBED_PREFIX}entity_delete AFTER DELETE ON entities BEGIN
+        DELETE FROM {REEMBED_PREFIX}entity_vectors WHERE entity_id = old.id;
+    END;
+"""
+
+
+def reembed_target(conn: apsw.Connection) -> tuple[str, int] | None:
+    """The model and dimension an unfinished re-embedding was building for, if any."""
+    stored = dict(conn.execute(
+        f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(REEMBED_META))})", REEMBED_META
+    ).fetchall())
+    if len(stored) < len(REEMBED_META):
+        return None
+    return stored["reembed_model"], int(stored["reembed_dimension"])
+
+
+def begin_reembed(conn: apsw.Connection, model: str, dimension: int) -> None:
+    """Create the twin tables and the triggers that follow other writers, and record the target."""
+    conn.execute(vector_tables_sql(dimension, REEMBED_PREFIX) + REEMBED_TRIGGERS_SQL)
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?), (?, ?)",
+        (REEMBED_META[0], model, REEMBED_META[1], str(dimension)),
+    )
+
+
+def drop_reembed(conn: apsw.Connection) -> None:
+    """Remove an unfinished re-embedding's triggers, twin tables and meta rows (the live index stays)."""
+    for trigger in ("memory_text", "memory_delete", "entity_delete"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {REEMBED_PREFIX}{trigger}")
+    for table in ("memory_vectors", "entity_vectors"):
+        conn.execute(f"DROP TABLE IF EXISTS {REEMBED_PREFIX}{table}")
+    conn.execute(f"DELETE FROM meta WHERE key IN ({','.join('?' * len(REEMBED_META))})", REEMBED_META)
+
+
+REEMBED_SOURCES = {
+    "memory_vectors": ("memory_rowid", "memories", "rowid", "text"),
+    "entity_vectors": ("entity_id", "entities", "id", "normalized"),
+}
+"""Each vector table: its key column, and the table, key and text column its vectors embed."""
+
+
+def to_reembed(conn: apsw.Connection, table: str, limit: int) -> list[tuple[int, str]]:
+    """(key, text) of the memories (``table`` "memory_vectors") or entities ("entity_vectors")
+    without a new vector yet, in key order."""
+    column, source, source_key, text_column = REEMBED_SOURCES[table]
+    return conn.execute(
+        f"SELECT {source_key}, {text_column} FROM {source} "
+        f"WHERE {source_key} NOT IN (SELECT {column} FROM {REEMBED_PREFIX}{table}) ORDER BY {source_key} LIMIT ?",
+        (limit,),
+    ).fetchall()
+
+
+def put_reembedded(conn: apsw.Connection, table: str, key: int, text: str, embedding: np.ndarray) -> None:
+    """File the new vector of a memory (``table`` "memory_vectors") or an entity ("entity_vectors")
+    in its scope, only if that row still has the text embedded: another process may have changed
+    or deleted it while the model ran (an entity id may then name another entity)."""
+    column, source, source_key, text_column = REEMBED_SOURCES[table]
+    conn.execute(f"DELETE FROM {REEMBED_PREFIX}{table} WHERE {column} = ?", (key,))
+    conn.execute(
+        f"INSERT INTO {REEMBED_PREFIX}{table}({column}, embedding, user_id, agent_id, run_id) "
+        f"SELECT {source_key}, ?, user_id, agent_id, run_id FROM {source} WHERE {source_key} = ? AND {text_column} = ?",
+        (vector_blob(embedding), key, text),
+    )
+
+
+REEMBED_CHECKS: dict[str, str] = {
+    "memories without a new vector":
+        f"SELECT count(*) FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM {REEMBED_PREFIX}memory_vectors)",
+    "new vectors of no memory":
+        f"SELECT count(*) FROM {REEMBED_PREFIX}memory_vectors WHERE memory_rowid NOT IN (SELECT rowid FROM memories)",
+    "entities without a new vector":
+        f"SELECT count(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM {REEMBED_PREFIX}entity_vectors)",
+    "new vectors of no entity":
+        f"SELECT count(*) FROM {REEMBED_PREFIX}entity_vectors WHERE entity_id NOT IN (SELECT id FROM entities)",
+}
+"""What must be zero before the twins replace the live tables; each counts offending rows."""
+
+
+def count_to_reembed(conn: apsw.Connection) -> int:
+    """Memories and entities that still lack a new vector."""
+    pending = ("memories without a new vector", "entities without a new vector")
+    return sum(conn.execute(REEMBED_CHECKS[name]).fetchone()[0] for name in pending)
+
+
+def reembed_problems(conn: apsw.Connection) -> dict[str, int]:
+    """Each ``REEMBED_CHECKS`` count that is not zero."""
+    found = {name: conn.execute(sql).fetchone()[0] for name, sql in REEMBED_CHECKS.items()}
+    return {name: count for name, count in found.items() if count}
+
+
+def first_memory(conn: apsw.Connection) -> tuple[str, list[str]] | None:
+    """The text and scope (user, agent, run) of the memory with the lowest rowid, if any."""
+    row = conn.execute("SELECT text, user_id, agent_id, run_id FROM memories ORDER BY rowid LIMIT 1").fetchone()
+    return None if row is None else (row[0], list(row[1:]))
+
+
+def nearest_reembedded(conn: apsw.Connection, embedding: np.ndarray, scope: list[str]) -> float | None:
+    """The cosine distance of the nearest new memory vector in exactly this scope (a KNN search)."""
+    row = conn.execute(
+        f"SELECT distance FROM {REEMBED_PREFIX}memory_vectors WHERE embedding MATCH ? AND k = 1 "
+        "AND user_id = ? AND agent_id = ? AND run_id = ?",
+        (vector_blob(embedding), *scope),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def swap_in_reembedded(conn: apsw.Connection, model: str, dimension: int) -> None:
+    """Replace the live vector tables with the twins and record the new model (inside the
+    caller's write transaction, so every other connection sees the old index or the new one)."""
+    conn.execute("DROP TABLE memory_vectors")
+    conn.execute("DROP TABLE entity_vectors")
+    conn.execute(vector_tables_sql(dimension))
+    for table, (key, *_) in REEMBED_SOURCES.items():
+        conn.execute(
+            f"INSERT INTO {table}({key}, embedding, user_id, agent_id, run_id) "
+            f"SELECT {key}, embedding, user_id, agent_id, run_id FROM {REEMBED_PREFIX}{table}"
+        )
+    drop_reembed(conn)
+    conn.execute(
+        "UPDATE meta SET value = CASE key WHEN 'embedding_model' THEN ? ELSE ? END "
+        "WHERE key IN ('embedding_model', 'embedding_dimension')",
+        (model, str(dimension)),
+    )

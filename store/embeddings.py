@@ -75,7 +75,7 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, model: str = "", threads: int = 1, batch_size: int = 64) -> None:
         self.name = model or DEFAULT_MODEL
-        self._source = model
+        self._source = "" if model == DEFAULT_MODEL else model  # the name databases record for the packaged one
         self._threads = threads
         self._batch_size = batch_size
         self._model = None
@@ -146,7 +146,7 @@ class OnnxEmbedder:
         self, model: str = "", *, cache_dir: Path, threads: int = 1, int8: bool = False, batch_size: int = 32
     ) -> None:
         self.name = model or DEFAULT_MODEL
-        self._source = model
+        self._source = "" if model == DEFAULT_MODEL else model  # the name databases record for the packaged one
         self._cache_dir = cache_dir
         self._threads = threads
         self._variant: onnx_cache.Variant = "int8" if int8 else "fp32"

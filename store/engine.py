@@ -23,7 +23,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from . import connection, db, maintenance, peers, retrieval, transfer
+from . import connection, db, maintenance, peers, reembed, retrieval, transfer
 from .config import Config
 from .embeddings import Embedder, NameVectors, open_embedder
 from .errors import InvalidArgument, NotFound, shown
@@ -34,6 +34,7 @@ from .nlp import NLP, Analysis
 from .records import (
     MESSAGE_ROLES, AddedMemory, Explanation, HistoryEvent, Memory, ScopeCount, SearchHit, scope_of, to_memory,
 )
+from .reembed import Progress, ReembedReport
 from .validation import (
     CheckedMemory,
     check_expiration,
@@ -95,7 +96,10 @@ class Engine:
         *,
         embedder: Embedder | None = None,
         nlp: NLP | None = None,
+        reembedding: bool = False,
     ) -> None:
+        """``reembedding`` opens a database that records another embedding model than the
+        configured one, for ``reembed`` alone: every other call is refused until it completes."""
         self.config = config
         store = config.store
         self.embedder = embedder or open_embedder(
@@ -110,7 +114,9 @@ class Engine:
         self._readers_lock = threading.Lock()
         self._closed = False
         try:
-            connection.ensure_schema(self._conn, self.embedder.name, self.embedder.dimension)
+            connection.ensure_schema(
+                self._conn, self.embedder.name, self.embedder.dimension, check_model=not reembedding
+            )
         except BaseException:
             self._conn.close()
             raise
@@ -148,6 +154,7 @@ class Engine:
             conn = connection.connect(self.path)
         try:
             with connection.read_transaction(conn):
+                self._require_model(conn)
                 yield conn
         finally:
             with self._readers_lock:
@@ -156,6 +163,18 @@ class Engine:
                     self._readers.append(conn)
             if not keep:
                 conn.close()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[apsw.Connection]:
+        """The write connection, inside one write transaction."""
+        with self._lock, connection.write_transaction(self._conn):
+            self._require_model(self._conn)
+            yield self._conn
+
+    def _require_model(self, conn: apsw.Connection) -> None:
+        """Refuse to read or write vectors of another model: another process may have re-embedded
+        the database since this engine opened it (one primary-key read of ``meta``)."""
+        connection.require_model(conn, self.embedder.name, self.embedder.dimension)
 
     def __enter__(self) -> Engine:
         return self
@@ -275,7 +294,7 @@ class Engine:
         analyses, embeddings, entity_vectors = self._analyse_and_embed([memories[i].text for i in fresh])
         modelled = dict(zip(fresh, zip(analyses, embeddings)))
         stamp = now()
-        with self._lock, connection.write_transaction(self._conn):
+        with self._writing():
             skipped = False  # the memory before this one was not written, so this one is no neighbour of the last
             for i, item in enumerate(memories):
                 if i not in modelled:
@@ -342,7 +361,7 @@ class Engine:
         if new_text is not None and new_text != row.text:
             (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([new_text])
         stamp = now()
-        with self._lock, connection.write_transaction(self._conn):
+        with self._writing():
             row = self._get_row(self._conn, memory_id, scope)  # it may have changed while the models ran
             own_scope = scope_of(row)
             final_text = row.text if analysis is None else new_text
@@ -384,7 +403,7 @@ class Engine:
         """Forget one memory: its vector, keyword row and entity links go with it."""
         scope = check_scope(user_id, agent_id, run_id)
         self._check_writable()
-        with self._lock, connection.write_transaction(self._conn):
+        with self._writing():
             row = self._get_row(self._conn, memory_id, scope)
             self._delete_row(row)
             db.delete_orphan_entities(self._conn)
@@ -394,7 +413,7 @@ class Engine:
         """Forget every memory in a scope; returns how many."""
         scope = check_scope(user_id, agent_id, run_id)
         self._check_writable()
-        with self._lock, connection.write_transaction(self._conn):
+        with self._writing():
             rowids = db.scope_rowids(self._conn, scope)
             for row in db.memories_by_rowid(self._conn, rowids).values():
                 self._delete_row(row)
@@ -426,7 +445,7 @@ class Engine:
         (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([deleted.text])
         text_hash = normalized_hash(deleted.text)
         stamp = now()
-        with self._lock, connection.write_transaction(self._conn):
+        with self._writing():
             if db.get_memory(self._conn, full_id, deleted.scope) is not None:
                 raise InvalidArgument(f"memory {shown(full_id)} was restored already")
             twin = db.find_by_hash(self._conn, deleted.scope, text_hash)
@@ -658,6 +677,18 @@ class Engine:
         self._check_writable()
         with self._lock:
             return maintenance.repair(self._conn, self.embedder, self.nlp)
+
+    def reembed(self, *, progress: Progress | None = None) -> ReembedReport:
+        """Re-embed every memory and entity with this engine's model and make it the database's
+        model; open the engine with ``reembedding=True`` and the new model in its configuration.
+
+        Resumable: an interrupted run keeps its committed chunks, and until the final switch
+        every other process keeps using the old index. ``progress(done, total)`` is called
+        after each chunk. Refused when the database already uses the model.
+        """
+        self._check_writable()
+        with self._lock:
+            return reembed.reembed(self._conn, self.embedder, progress)
 
     def backup(self, destination: Path) -> None:
         """Copy the database with SQLite's online backup: safe while other servers write."""

@@ -182,6 +182,7 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
     # wait, its reads, on their own connections, do not.)
     _prepare(_plan(conn), models)
     with connection.write_transaction(conn):
+        connection.require_model(conn, embedder.name, embedder.dimension)  # not re-embedded meanwhile
         removed = 0
         for name in ("link_without_memory", "link_without_entity", "link_scope"):
             for memory_rowid, entity_id in db.probe(conn, name):

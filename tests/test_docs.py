@@ -40,6 +40,7 @@ SERVED = {
     "backup": ("backup", None),
     "export": ("export", None),  # whole files of memories: for the machine's owner
     "import_memories": ("import", None),
+    "reembed": ("reembed", None),  # changing the model is the machine's owner's decision
 }
 NOT_SERVED = {
     "warm_up": "run by trimem serve's lifespan in a background thread",

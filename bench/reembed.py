@@ -1,0 +1,88 @@
+"""Time to change the embedding model of a database, beside its floor.
+
+    python bench/reembed.py [--memories 10000]
+
+Builds one scope of ``--memories`` LoCoMo-based memories as ``bench/speed.py`` does
+(real SQL; stand-in models beyond the real turns, see ``speed.Replay``), then runs
+``Engine.reembed`` into a copy of the packaged all-MiniLM-L6-v2 folder (another model
+name, the same network, so the work is exactly that of a real model change of this
+size). The floor, measured in the same run, is the unavoidable work: one embedding pass
+of the very texts re-embedded (every memory's text and every entity's name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import locomo, report, speed  # noqa: E402
+from store import Engine, load_config  # noqa: E402
+from store.embeddings import packaged_model_path  # noqa: E402
+from store.engine import MemoryInput  # noqa: E402
+from store.nlp import NLP  # noqa: E402
+
+
+def measure(work: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU seconds of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    work()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--memories", type=int, default=10_000, help="memories in the database")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="trimem-reembed-") as work:
+        folder = Path(work) / "all-MiniLM-L6-v2"  # same folder name and weights: the same ONNX copy
+        shutil.copytree(packaged_model_path(), folder)
+        base = load_config(environ={}).replace("store", db_path=str(Path(work) / "reembed.db"))
+        embedder = speed.backend_embedder(base, base.store.embedding_backend)
+        target = speed.backend_embedder(base.replace("store", embedding_model=str(folder)),
+                                        base.store.embedding_backend)
+        nlp = NLP()
+        for model in (embedder, target, nlp):
+            model.load()
+        texts = speed.variants(locomo.load(), args.memories)
+        replay = speed.Replay(embedder, nlp, texts)
+        with Engine(base, embedder=replay, nlp=replay) as engine:  # type: ignore[arg-type]
+            for lo in range(0, len(texts), speed.BUILD_CHUNK):
+                batch = list(texts)[lo : lo + speed.BUILD_CHUNK]
+                engine.add_many([MemoryInput(text) for text in batch], user_id=speed.SCOPE)
+            with engine._reading() as conn:
+                memory_texts = [row[0] for row in conn.execute("SELECT text FROM memories")]
+                names = [row[0] for row in conn.execute("SELECT normalized FROM entities")]
+
+        floors = [measure(lambda: target.embed_batch(memory_texts + names))]
+        with Engine(base.replace("store", embedding_model=str(folder)), embedder=target, nlp=nlp,
+                    reembedding=True) as engine:
+            figure = measure(engine.reembed)
+            result = engine.status()
+        floors.append(measure(lambda: target.embed_batch(memory_texts + names)))
+
+    floor = min(floors)  # before and after: the machine may be busier during one of them
+    rows = [
+        ["`Engine.reembed` (chunks, checks, switch)", f"{figure[0]:.1f} s", f"{figure[1]:.1f} s"],
+        ["floor: embedding the same texts once", f"{floor[0]:.1f} s", f"{floor[1]:.1f} s"],
+        ["overhead over the floor", f"{figure[0] / floor[0] - 1:+.0%}", f"{figure[1] / floor[1] - 1:+.0%}"],
+    ]
+    counts = result["counts"]
+    print(f"Re-embedding {counts['memories']:,} memories and {counts['entities']:,} entities "
+          f"({target.backend}, {report.cpu_model()}); CPU time is this process's, steadier than wall "
+          "time on a shared machine:\n")
+    print(report.table(["", "wall", "CPU"], rows, "lrr"))
+    print(f"\n`{report.command_line()}`")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
