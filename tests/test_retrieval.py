@@ -291,3 +291,20 @@ def test_entity_rarity_discounts_an_entity_linked_to_most_of_the_scope(engine: E
     rarity = math.log(41 / 40) / math.log(41)
     assert google.details.entity_boost == pytest.approx(0.5 / (1 + 0.001 * 39**2) * rarity, rel=0.02)
     assert netflix.details.entity_boost == pytest.approx(0.5, rel=0.02)
+
+
+def test_per_call_signal_switches_match_the_configured_ones(garden: Engine) -> None:
+    """``explain(use_bm25=False, use_entities=False)`` ranks as an engine configured without
+    them, and the next call without switches is fully hybrid again (nothing is mutated)."""
+    query = "Ana tomato blight in Lisbon"
+    semantic_only = Engine(
+        garden.config.replace("search", use_bm25=False, use_entities=False), embedder=garden.embedder, nlp=garden.nlp
+    )
+    with semantic_only:
+        configured = semantic_only.explain(query, user_id="ana")
+    switched = garden.explain(query, user_id="ana", use_bm25=False, use_entities=False)
+    assert [(h.memory.id, h.score) for h in switched.hits] == [(h.memory.id, h.score) for h in configured.hits]
+    assert switched.analysis.signals_active == ["semantic"]
+    assert garden.explain(query, user_id="ana").analysis.signals_active == ["semantic", "bm25", "entity"]
+    keywords_off = garden.explain(query, user_id="ana", use_bm25=False)
+    assert keywords_off.analysis.signals_active == ["semantic", "entity"]
