@@ -38,6 +38,8 @@ SERVED = {
     "check": ("doctor", None),  # trimem doctor --check
     "repair": ("doctor", None),  # trimem doctor --repair
     "backup": ("backup", None),
+    "entities": ("ui", None),  # the page's entity chips
+    "list_by_entity": ("ui", None),  # an entity chip opens the memories linked to it
 }
 NOT_SERVED = {
     "warm_up": "run by trimem serve's lifespan in a background thread",
