@@ -7,7 +7,8 @@ One scope is built to ``--memories`` LoCoMo turns as ``bench/speed.py`` builds i
 for the same questions, warm:
 
 - floor: ``Engine.explain`` in this process, the one engine call the page makes for a
-  search (with every score part, the query analysis and the dropped candidates);
+  search (with every score part, the query analysis and the dropped candidates), and
+  ``Engine.search`` beside it for reference;
 - server: ``GET /search`` of a real ``trimem ui --no-browser`` process on that file, over
   loopback HTTP (the engine call, rendering the fragment, HTTP);
 - browser: in headless Chromium (/usr/bin/chromium, through Playwright), from submitting
@@ -146,6 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows: dict[str, list[float]] = {}
     with Engine(config, embedder=embedder, nlp=nlp) as engine:
+        rows["Engine.search, in process (no score parts)"] = timed(
+            lambda q: engine.search(q, user_id=speed.SCOPE), questions
+        )
         rows["floor: Engine.explain, in process"] = timed(
             lambda q: engine.explain(q, user_id=speed.SCOPE), questions
         )

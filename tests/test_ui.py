@@ -261,3 +261,34 @@ def test_a_cross_origin_write_is_refused(browser: Any, page: Any, ui: Ui, engine
     assert request(ui, "DELETE", path, {"Referer": f"{own}/", "X-Trimem-Token": token}) == 200
     with pytest.raises(NotFound):
         engine.get(memory.id, user_id=USER)
+
+
+def answer(ui: Ui, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(ui.url.rstrip("/") + path, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+BAD_REQUESTS = [
+    ("/memories?offset=1.5", 400, "offset must be an integer, got '1.5'"),
+    ("/memories?offset=-1", 400, "offset"),
+    ("/search?q=tea&threshold=nan", 400, "threshold must be a number between 0 and 1"),
+    ("/search?q=tea&threshold=2", 400, "threshold must be between 0 and 1"),
+    ("/search?q=%20", 400, "query is empty"),
+    ("/memories?filters=" + "%5B" * 3000, 400, "nested too deeply"),
+    ("/memories?filters=%7B%22user_id%22%3A%22bob%22%7D", 400, "user_id"),
+    ("/memory/no-such-id", 404, "not found for user_id='ana'"),
+    ("/entity?name=", 400, "entity is empty"),
+    ("/static/page.html", 404, "not found"),
+    ("/?user_id=" + "x" * 5000, 200, "user_id has 5000 characters"),  # the page, with the message in it
+]
+
+
+def test_bad_input_gets_the_engines_short_message(ui: Ui) -> None:
+    for path, status, message in BAD_REQUESTS:
+        got_status, text = answer(ui, path)
+        assert (got_status, message in text) == (status, True), (path[:80], text[:300])
+        assert "Traceback" not in text
+        assert len(text) < 500 or path.startswith("/?")  # a fragment is the short message alone

@@ -23,7 +23,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from store.engine import Engine
-from store.errors import InvalidArgument, NotFound, TrimemError
+from store.errors import InvalidArgument, NotFound, TrimemError, shown
+from store.records import SCOPE_KEYS
 
 from .. import default_scope
 from . import render
@@ -37,7 +38,7 @@ ASSETS = {"ui.js": "text/javascript", "ui.css": "text/css"}
 
 def scope_of(request: Request, engine: Engine) -> dict[str, str]:
     """The scope the page's pickers name (blank pickers are unset): the configured user by default."""
-    chosen = {key: request.query_params.get(key) or None for key in ("user_id", "agent_id", "run_id")}
+    chosen = {key: request.query_params.get(key) or None for key in SCOPE_KEYS}
     return default_scope(engine.config, **chosen)
 
 
@@ -50,19 +51,22 @@ def json_object(text: str | None, what: str) -> dict[str, Any] | None:
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"{what} is not valid JSON ({exc.msg} at character {exc.pos}); "
                               'e.g. {"category": "work"}') from None
+    except RecursionError:
+        raise InvalidArgument(f"{what} is JSON nested too deeply") from None
     if not isinstance(value, dict):
         raise InvalidArgument(f'{what} must be a JSON object, e.g. {{"category": "work"}}')
     return value
 
 
-def number(request: Request, name: str, default: float | None = None) -> float | None:
+def number(request: Request, name: str, kind: type[int] | type[float], default: float | None = None) -> Any:
+    """A number from the query string (``kind`` int or float), or ``default`` when absent."""
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return default
     try:
-        return float(raw)
+        return kind(raw)
     except ValueError:
-        raise InvalidArgument(f"{name} must be a number, got {raw[:40]!r}") from None
+        raise InvalidArgument(f"{name} must be a{'n integer' if kind is int else ' number'}, got {shown(raw)}") from None
 
 
 def answered(handler: Callable[[Request, Engine], Response]) -> Callable[[Request], Awaitable[Response]]:
@@ -87,7 +91,7 @@ def answered(handler: Callable[[Request, Engine], Response]) -> Callable[[Reques
 
 
 def listing(request: Request, engine: Engine) -> str:
-    offset = int(number(request, "offset", 0))
+    offset = number(request, "offset", int, 0)
     memories = engine.list(
         **scope_of(request, engine), filters=json_object(request.query_params.get("filters"), "the filter"),
         limit=PAGE_SIZE + 1, offset=offset,  # one more says whether an older page exists
@@ -100,7 +104,7 @@ def index(request: Request, engine: Engine) -> Response:
     try:
         body = listing(request, engine)
     except TrimemError as exc:
-        body = f'<p class="error">{render.escape(str(exc))}</p>'
+        body = render.error(str(exc))
     return HTMLResponse(
         render.page(
             database=str(engine.path), token=request.app.state.token, scopes=engine.users(), scope=scope,
@@ -116,7 +120,7 @@ def memories(request: Request, engine: Engine) -> Response:
 def search(request: Request, engine: Engine) -> Response:
     params = request.query_params
     explanation = engine.explain(
-        params.get("q", ""), **scope_of(request, engine), threshold=number(request, "threshold"),
+        params.get("q", ""), **scope_of(request, engine), threshold=number(request, "threshold", float),
         filters=json_object(params.get("filters"), "the filter"),
         use_bm25=params.get("bm25", "1") == "1", use_entities=params.get("entities", "1") == "1",
     )

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +30,7 @@ SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
+ENCODED_HEADERS = [(name.encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
 
 
 class Guard:
@@ -68,10 +69,9 @@ class Guard:
             await PlainTextResponse(message, status_code=status, headers=SECURITY_HEADERS)(scope, receive, send)
             return
 
-        async def send_with_headers(message: dict) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items())]
+                message["headers"] = [*message.get("headers", []), *ENCODED_HEADERS]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

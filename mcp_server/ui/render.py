@@ -17,6 +17,8 @@ from typing import Any
 
 from store.records import Explanation, HistoryEvent, Memory, ScopeCount, SearchHit
 
+from ..tables import metadata_pair
+
 ID_CHARS = 8
 SIGNALS = (("semantic", "semantic_score", "meaning"), ("bm25", "bm25_score", "keywords"),
            ("entity", "entity_boost", "entities"))
@@ -65,6 +67,11 @@ def page(
     )
 
 
+def error(message: str) -> str:
+    """An engine's message where the page's content would be."""
+    return f'<p class="error">{escape(message)}</p>'
+
+
 def when(stamp: str | None) -> str:
     """An ISO timestamp to the minute, UTC, in a ``<time>`` element."""
     if not stamp:
@@ -73,10 +80,7 @@ def when(stamp: str | None) -> str:
 
 
 def metadata_chips(metadata: dict[str, Any]) -> str:
-    return "".join(
-        f'<span class="kv">{escape(key)}={escape(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))}</span>'
-        for key, v in metadata.items()
-    )
+    return "".join(f'<span class="kv">{escape(metadata_pair(key, value))}</span>' for key, value in metadata.items())
 
 
 def memory_line(memory: Memory) -> str:
@@ -105,7 +109,8 @@ def memory_list(memories: Sequence[Memory], *, offset: int, page_size: int, head
     shown = memories[:page_size]
     pager = []
     if offset > 0:
-        pager.append(f'<button type="button" class="page"{attrs(data_offset=max(offset - page_size, 0))}>newer</button>')
+        newer = attrs(data_offset=max(offset - page_size, 0))
+        pager.append(f'<button type="button" class="page"{newer}>newer</button>')
     if len(memories) > page_size:
         pager.append(f'<button type="button" class="page"{attrs(data_offset=offset + page_size)}>older</button>')
     return (
@@ -119,15 +124,24 @@ def bar(hit: SearchHit) -> str:
     """The fused score as stacked parts, each as wide as its share of the denominator, with the
     semantic gate marked where the semantic part must reach."""
     parts = hit.details
-    segments = "".join(
-        f'<span{attrs(class_=f"seg {css}", data_share=f"{getattr(parts, field) / parts.max_possible_score:.6f}", data_value=f"{getattr(parts, field):.6f}", title=f"{label} {getattr(parts, field):.3f}")}></span>'
-        for css, field, label in SIGNALS
+    denominator = parts.max_possible_score
+    segments = []
+    for css, field, label in SIGNALS:
+        value = getattr(parts, field)
+        shape = attrs(class_=f"seg {css}", data_share=f"{value / denominator:.6f}", title=f"{label} {value:.3f}")
+        segments.append(f"<span{shape}></span>")
+    gate = attrs(
+        class_="gate", data_left=f"{parts.threshold / denominator:.6f}", title=f"semantic gate {parts.threshold:g}"
     )
-    gate = parts.threshold / parts.max_possible_score
-    return (
-        f'<div class="bar"{attrs(data_denominator=parts.max_possible_score, data_final=f"{parts.final_score:.6f}")}>'
-        f'{segments}<span{attrs(class_="gate", data_left=f"{gate:.6f}", title=f"semantic gate {parts.threshold:g}")}></span></div>'
-    )
+    return f'<div class="bar">{"".join(segments)}<span{gate}></span></div>'
+
+
+def table(rows: Sequence[Sequence[str]]) -> str:
+    """Rows of a small table, the first cell of each a heading; every cell escaped."""
+    return "<table>" + "".join(
+        f"<tr><th>{escape(head)}</th>{''.join(f'<td>{escape(cell)}</td>' for cell in cells)}</tr>"
+        for head, *cells in rows
+    ) + "</table>"
 
 
 def hit_details(hit: SearchHit) -> str:
@@ -139,8 +153,7 @@ def hit_details(hit: SearchHit) -> str:
         ("sum", f"{parts.raw_score:.3f}", f"÷ {parts.max_possible_score:g} (the signals that fired)"),
         ("final", f"{parts.final_score:.3f}", ""),
     ]
-    body = "".join(f"<tr><th>{name}</th><td>{value}</td><td>{escape(note)}</td></tr>" for name, value, note in rows)
-    return f'<details class="why"><summary>why this score</summary><table>{body}</table></details>'
+    return f'<details class="why"><summary>why this score</summary>{table(rows)}</details>'
 
 
 def entity_note(hit: SearchHit) -> str:
@@ -165,16 +178,15 @@ def analysis(explanation: Explanation) -> str:
         ("candidates", f"{a.internal_limit} per signal, {a.candidate_pool} pool"
                        f"{', metadata filter applied' if a.filters_applied else ''}"),
     ]
-    rows = "".join(f"<tr><th>{name}</th><td>{escape(value)}</td></tr>" for name, value in facts)
     dropped = "".join(
         f'<li{attrs(data_id=d.id)}><span class="reason">{escape(DROP_REASONS[d.reason])}</span> '
         f"semantic {d.semantic_score:.3f} · {escape(d.text)}</li>"
         for d in explanation.dropped
     )
-    dropped_part = f"<h3>Dropped ({len(explanation.dropped)})</h3><ul class=\"dropped\">{dropped}</ul>" if dropped else ""
+    dropped_part = f'<h3>Dropped ({len(explanation.dropped)})</h3><ul class="dropped">{dropped}</ul>' if dropped else ""
     return (
         f'<details class="analysis"><summary>How the query was read</summary>'
-        f"<table>{rows}</table>{dropped_part}</details>"
+        f"{table(facts)}{dropped_part}</details>"
     )
 
 
