@@ -4,7 +4,7 @@
 
 One scope is built to ``--memories`` LoCoMo turns as ``bench/speed.py`` builds it
 (``Replay``: real models for the distinct turns, real SQL). Then, in the same run and
-for the same questions, warm:
+for the same questions, warm, taking turns question by question:
 
 - floor: ``Engine.explain`` in this process, the one engine call the page makes for a
   search (with every score part, the query analysis and the dropped candidates), and
@@ -18,6 +18,7 @@ for the same questions, warm:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import subprocess
@@ -25,8 +26,9 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -54,15 +56,27 @@ BROWSER_SEARCH = """async (query) => {
 }"""
 
 
-def timed(call, items: Sequence[str]) -> list[float]:
-    """Seconds per item, after a few untimed warm-up calls."""
-    for item in items[:WARMUP]:
-        call(item)
-    times = []
-    for item in items:
+def wall(call: Callable[[str], object]) -> Callable[[str], float]:
+    """``call``, returning the seconds it took."""
+
+    def timed(question: str) -> float:
         started = time.perf_counter()
-        call(item)
-        times.append(time.perf_counter() - started)
+        call(question)
+        return time.perf_counter() - started
+
+    return timed
+
+
+def interleaved(timers: dict[str, Callable[[str], float]], questions: Sequence[str]) -> dict[str, list[float]]:
+    """Seconds per question for each timer, the timers taking turns question by question (so a
+    change in the machine's load falls on every row alike), after a few untimed warm-ups."""
+    for question in questions[:WARMUP]:
+        for timer in timers.values():
+            timer(question)
+    times: dict[str, list[float]] = {name: [] for name in timers}
+    for question in questions:
+        for name, timer in timers.items():
+            times[name].append(timer(question))
     return times
 
 
@@ -88,18 +102,17 @@ def fetch_search(url: str, query: str) -> None:
         response.read()
 
 
-def browser_times(url: str, questions: Sequence[str]) -> list[float]:
+@contextlib.contextmanager
+def browser_page(url: str) -> Iterator[Any]:
+    """The page, open in headless Chromium."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(url)
-        for question in questions[:WARMUP]:
-            page.evaluate(BROWSER_SEARCH, question)
-        times = [page.evaluate(BROWSER_SEARCH, question) / 1000.0 for question in questions]
+        yield page
         browser.close()
-    return times
 
 
 def markdown(size: int, top_k: int, rows: dict[str, list[float]], command: str, environment: str) -> str:
@@ -145,18 +158,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         speed.grow(engine, list(base_of), speed.SearchRun(args.memories))
     print(f"  built {args.memories} memories", file=sys.stderr, flush=True)
 
-    rows: dict[str, list[float]] = {}
     with Engine(config, embedder=embedder, nlp=nlp) as engine:
-        rows["Engine.search, in process (no score parts)"] = timed(
-            lambda q: engine.search(q, user_id=speed.SCOPE), questions
-        )
-        rows["floor: Engine.explain, in process"] = timed(
-            lambda q: engine.explain(q, user_id=speed.SCOPE), questions
-        )
         process, url = start_ui(args.db, report.RESULTS / "ui.log")
         try:
-            rows["server: GET /search over loopback HTTP"] = timed(lambda q: fetch_search(url, q), questions)
-            rows["browser: submit to results painted"] = browser_times(url, questions)
+            with browser_page(url) as page:
+                rows = interleaved(
+                    {
+                        "Engine.search, in process (no score parts)": wall(
+                            lambda q: engine.search(q, user_id=speed.SCOPE)
+                        ),
+                        "floor: Engine.explain, in process": wall(lambda q: engine.explain(q, user_id=speed.SCOPE)),
+                        "server: GET /search over loopback HTTP": wall(lambda q: fetch_search(url, q)),
+                        # The page's own clock, from submitting the box to the painted frame.
+                        "browser: submit to results painted": lambda q: page.evaluate(BROWSER_SEARCH, q) / 1000,
+                    },
+                    questions,
+                )
         finally:
             process.terminate()
             process.wait(timeout=30)
