@@ -121,9 +121,9 @@ def markdown(size: int, top_k: int, rows: dict[str, list[float]], command: str, 
         "",
         f"`{command}`. {environment}",
         "",
-        f"Warm, the same {len(next(iter(rows.values())))} LoCoMo questions for each row, the configured top_k "
-        f"({top_k}), every score part. The floor is the "
-        "engine call the page makes, timed in the same run.",
+        f"Warm, the same {len(next(iter(rows.values())))} LoCoMo questions for each row, the rows taking turns "
+        f"question by question; the configured top_k ({top_k}), every score part. The floor is the engine call "
+        "the page makes, timed in the same run.",
         "",
         report.table(
             ["", "p50 ms", "p95 ms"],
