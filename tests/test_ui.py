@@ -322,3 +322,20 @@ def test_bad_input_gets_the_engines_short_message(ui: Ui) -> None:
         assert (got_status, message in text) == (status, True), (path[:80], text[:300])
         assert "Traceback" not in text
         assert len(text) < 500 or path.startswith("/?")  # a fragment is the short message alone
+
+
+def test_a_port_in_use_is_a_short_error(tmp_path: Path) -> None:
+    from mcp_server.ui import bind
+
+    taken = bind(0)
+    try:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "mcp_server", "--db", str(tmp_path / "m.db"), "ui", "--no-browser", "--port",
+             str(port)],
+            capture_output=True, text=True, timeout=120,
+        )
+    finally:
+        taken.close()
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "--port" in result.stderr

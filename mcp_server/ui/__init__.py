@@ -15,14 +15,21 @@ import webbrowser
 from collections.abc import Callable
 
 from store.engine import Engine
+from store.errors import InvalidArgument
 
 
 def bind(port: int) -> socket.socket:
     """A listening socket on loopback (``port`` 0 picks a free one), bound before the URL is known."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise InvalidArgument(
+            f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); choose another --port, or 0 for a free one"
+        ) from None
     return sock
 
 
@@ -42,5 +49,8 @@ def serve(engine: Engine, port: int, *, open_browser: bool, announce: Callable[[
     if open_browser:
         webbrowser.open(url)
     # Uvicorn logs through our stderr handler (log_config=None), without access lines on stdout.
-    settings = uvicorn.Config(app, log_config=None, access_log=False, log_level="warning")
+    level = engine.config.server.log_level.lower()
+    settings = uvicorn.Config(
+        app, log_config=None, access_log=False, log_level=level if level == "debug" else "warning"
+    )
     anyio.run(uvicorn.Server(settings).serve, [sock])

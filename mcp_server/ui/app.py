@@ -66,7 +66,8 @@ def number(request: Request, name: str, kind: type[int] | type[float], default: 
     try:
         return kind(raw)
     except ValueError:
-        raise InvalidArgument(f"{name} must be a{'n integer' if kind is int else ' number'}, got {shown(raw)}") from None
+        what = "an integer" if kind is int else "a number"
+        raise InvalidArgument(f"{name} must be {what}, got {shown(raw)}") from None
 
 
 def answered(handler: Callable[[Request, Engine], Response]) -> Callable[[Request], Awaitable[Response]]:
