@@ -339,3 +339,28 @@ def test_a_port_in_use_is_a_short_error(tmp_path: Path) -> None:
         taken.close()
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "--port" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "refused"),
+    [
+        ("GET", {"host": "127.0.0.1:8000"}, None),
+        ("GET", {"host": "localhost:8000"}, None),
+        ("GET", {"host": "127.0.0.1:8001"}, 421),  # another port: not this page
+        ("GET", {"host": "attacker.example:8000"}, 421),  # a rebound name
+        ("GET", {}, 421),
+        ("POST", {"host": "localhost:8000", "origin": "http://localhost:8000", "x-trimem-token": "t0k"}, None),
+        ("DELETE", {"host": "127.0.0.1:8000", "referer": "http://127.0.0.1:8000/?q=x", "x-trimem-token": "t0k"}, None),
+        ("POST", {"host": "127.0.0.1:8000", "origin": "null", "x-trimem-token": "t0k"}, 403),
+        ("POST", {"host": "127.0.0.1:8000", "referer": "http://127.0.0.1:8000.evil/", "x-trimem-token": "t0k"}, 403),
+        ("POST", {"host": "127.0.0.1:8000", "origin": "http://127.0.0.1:8000", "x-trimem-token": "t0"}, 403),
+        ("PUT", {"host": "127.0.0.1:8000", "origin": "http://127.0.0.1:8000"}, 403),
+    ],
+)
+def test_the_guard_lets_through_only_the_pages_own_requests(method: str, headers: dict, refused: int | None) -> None:
+    from starlette.datastructures import Headers
+
+    from mcp_server.ui.guard import Guard
+
+    result = Guard(app=None, port=8000, token="t0k").refusal(method, Headers(headers))
+    assert (result and result[0]) == refused
