@@ -364,3 +364,12 @@ def test_the_guard_lets_through_only_the_pages_own_requests(method: str, headers
 
     result = Guard(app=None, port=8000, token="t0k").refusal(method, Headers(headers))
     assert (result and result[0]) == refused
+
+
+def test_the_page_words_every_reason_the_engine_drops_a_candidate() -> None:
+    from typing import get_args
+
+    from mcp_server.ui.render import DROP_REASONS
+    from store.records import DropReason
+
+    assert set(DROP_REASONS) == set(get_args(DropReason))
