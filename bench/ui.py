@@ -123,7 +123,8 @@ def markdown(size: int, top_k: int, rows: dict[str, list[float]], command: str, 
         "",
         f"Warm, the same {len(next(iter(rows.values())))} LoCoMo questions for each row, the rows taking turns "
         f"question by question; the configured top_k ({top_k}), every score part. The floor is the engine call "
-        "the page makes, timed in the same run.",
+        "the page makes, timed in the same run. Other work on the machine slows every row alike (see the load "
+        "average above): compare the rows with each other, and with other runs only at the same load.",
         "",
         report.table(
             ["", "p50 ms", "p95 ms"],
