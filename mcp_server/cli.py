@@ -278,6 +278,23 @@ def serve(config: Config, transport: str, port: int) -> None:
 
 
 @cli.command()
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port on 127.0.0.1; 0 picks a free one.")
+@click.option("--no-browser", is_flag=True, help="Print the address without opening a browser.")
+@click.pass_obj
+def ui(config: Config, port: int, no_browser: bool) -> None:
+    """Browse, search and correct memories in a local web page, with each score drawn as its parts.
+
+    Serves the configured database on 127.0.0.1 only, beside any MCP servers using it, until
+    Ctrl-C; opens the page in a browser unless --no-browser.
+    """
+    from .ui import serve as serve_ui
+
+    with open_engine(config) as engine:
+        serve_ui(engine, port, open_browser=not no_browser, announce=lambda url: click.echo(f"trimem ui: {url}"))
+
+
+@cli.command()
 @click.argument("text", required=False)
 @click.option("--file", "file", type=click.File("rb"),
               help="Add every line of a JSON Lines file ('-' for stdin) instead of TEXT: "

@@ -32,12 +32,14 @@ def day(stamp: str | None) -> str:
     return stamp[:10] if stamp else "-"
 
 
+def metadata_pair(key: str, value: Any) -> str:
+    """``key=value``, the value as compact JSON unless it is a plain string."""
+    return f"{key}={value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+
+
 def metadata_cell(metadata: dict[str, Any]) -> str:
-    """``key=value`` pairs, values as compact JSON unless they are plain strings."""
-    return " ".join(
-        f"{key}={value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
-        for key, value in metadata.items()
-    ) or "-"
+    """``key=value`` pairs (``metadata_pair``), or '-'."""
+    return " ".join(metadata_pair(key, value) for key, value in metadata.items()) or "-"
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> str:

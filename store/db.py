@@ -624,6 +624,34 @@ def entity_links(
     return linked, links, exists
 
 
+def memory_entity_names(conn: apsw.Connection, memory_rowid: int) -> list[str]:
+    """The normalised names of the entities linked to one memory, alphabetically."""
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT e.normalized FROM memory_entities l JOIN entities e ON e.id = l.entity_id "
+            "WHERE l.memory_rowid = ? ORDER BY e.normalized",
+            (memory_rowid,),
+        )
+    ]
+
+
+def memories_with_entity_sql(scope: dict[str, str]) -> str:
+    """Memories of the scope linked to an entity of that normalised name, newest first (an
+    entity row belongs to its memories' exact scope, so one name may be several rows)."""
+    where, _ = scope_sql(scope, "m")
+    return (
+        f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))} FROM entities e "
+        "JOIN memory_entities l ON l.entity_id = e.id JOIN memories m ON m.rowid = l.memory_rowid "
+        f"WHERE e.normalized = ? AND {where} ORDER BY m.created_at DESC, m.rowid DESC LIMIT ?"
+    )
+
+
+def memories_with_entity(conn: apsw.Connection, normalized: str, scope: dict[str, str], limit: int) -> list[MemoryRow]:
+    _, params = scope_sql(scope, "m")
+    return [_memory_row(row) for row in conn.execute(memories_with_entity_sql(scope), (normalized, *params, limit))]
+
+
 def scope_count(conn: apsw.Connection, scope: dict[str, str]) -> int:
     """How many memories the scope holds (the N of the entity rarity weight)."""
     where, params = scope_sql(scope)

@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import numpy as np
 from . import connection, db, maintenance, peers, reembed, retrieval, transfer
 from .config import Config
 from .embeddings import Embedder, NameVectors, open_embedder
+from .entities import normalize_entity
 from .errors import InvalidArgument, NotFound, shown
 from .filters import filters_sql
 from .linking import link_entities
@@ -541,6 +542,30 @@ class Engine:
             rows = db.list_memories(conn, scope, fsql, fparams, today, limit, offset)
         return [to_memory(row) for row in rows]
 
+    def entities(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> list[str]:
+        """The names of the entities linked to one memory (normalised, as search matches them)."""
+        scope = check_scope(user_id, agent_id, run_id)
+        with self._reading() as conn:
+            return db.memory_entity_names(conn, self._get_row(conn, memory_id, scope).rowid)
+
+    def list_by_entity(
+        self,
+        entity: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Memory]:
+        """The scope's memories linked to an entity of this name (any casing or spacing), newest first."""
+        scope = check_scope(user_id, agent_id, run_id)
+        limit = check_top_k(limit, self.config.limits.max_top_k, "limit")
+        name = normalize_entity(check_text(entity, self.config.limits.max_text_chars, "entity"))
+        with self._reading() as conn:
+            return [to_memory(row) for row in db.memories_with_entity(conn, name, scope, limit)]
+
     def history(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> list[HistoryEvent]:
@@ -587,9 +612,17 @@ class Engine:
         filters: Mapping[str, Any] | None = None,
         show_expired: bool = False,
         details: bool = True,
+        use_bm25: bool | None = None,
+        use_entities: bool | None = None,
     ) -> Explanation:
-        """The search, with the query analysis, every score part and the dropped candidates."""
-        options = self.config.search
+        """The search, with the query analysis, every score part and the dropped candidates.
+
+        ``use_bm25`` / ``use_entities`` switch a signal on or off for this call only (``None``:
+        as configured), so a ranking can be compared with and without it."""
+        switches = {"use_bm25": use_bm25, "use_entities": use_entities}
+        options = replace(
+            self.config.search, **{name: bool(value) for name, value in switches.items() if value is not None}
+        )
         scope = check_scope(user_id, agent_id, run_id)
         query = check_query(query, self.config.limits.max_text_chars)
         fsql, fparams = filters_sql(filters)

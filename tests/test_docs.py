@@ -41,6 +41,8 @@ SERVED = {
     "export": ("export", None),  # whole files of memories: for the machine's owner
     "import_memories": ("import", None),
     "reembed": ("reembed", None),  # changing the model is the machine's owner's decision
+    "entities": ("ui", None),  # the page's entity chips
+    "list_by_entity": ("ui", None),  # an entity chip opens the memories linked to it
 }
 NOT_SERVED = {
     "warm_up": "run by trimem serve's lifespan in a background thread",

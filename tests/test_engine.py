@@ -307,3 +307,21 @@ def test_config_file_and_environment_override_defaults(tmp_path: Path) -> None:
         load_config(override, environ={})
     with pytest.raises(InvalidArgument, match="TRIMEM_THRESHOLD"):
         load_config(environ={"TRIMEM_THRESHOLD": "high"})
+
+
+def test_a_memorys_entities_and_the_memories_linked_to_an_entity(engine: Engine) -> None:
+    lisbon, payments, cat = (
+        engine.add(text, user_id="ana")[0].memory
+        for text in ("Priya moved to Lisbon in May", "Priya manages the payments team", "The cat sleeps on the sofa")
+    )
+    engine.add("Priya is Bob's dentist", user_id="bob")
+    assert {"priya", "lisbon"} <= set(engine.entities(lisbon.id, user_id="ana"))
+    assert engine.entities(cat.id, user_id="ana") == []
+    linked = engine.list_by_entity("  PRIYA ", user_id="ana")  # any casing or spacing: the stored key
+    assert [m.id for m in linked] == [payments.id, lisbon.id]  # newest first, Bob's memory not among them
+    assert engine.list_by_entity("priya", user_id="ana", limit=1) == linked[:1]
+    assert engine.list_by_entity("Lisbon", user_id="bob") == []
+    with pytest.raises(NotFound):
+        engine.entities(lisbon.id, user_id="bob")
+    with pytest.raises(InvalidArgument, match="entity is empty"):
+        engine.list_by_entity(" ", user_id="ana")

@@ -311,3 +311,20 @@ def test_a_query_entity_boosts_through_its_closest_stored_entity_only(engine: En
     assert boost[greeting] == 0.0 < boost_all[greeting][0]
     assert boost_all[greeting][1].entity != "Caroline Diaz"
     assert boost["Caroline Diaz joined the LGBTQ support group in May."] > 0.0
+
+
+def test_per_call_signal_switches_match_the_configured_ones(garden: Engine) -> None:
+    """``explain(use_bm25=False, use_entities=False)`` ranks as an engine configured without
+    them, and the next call without switches is fully hybrid again (nothing is mutated)."""
+    query = "Ana tomato blight in Lisbon"
+    semantic_only = Engine(
+        garden.config.replace("search", use_bm25=False, use_entities=False), embedder=garden.embedder, nlp=garden.nlp
+    )
+    with semantic_only:
+        configured = semantic_only.explain(query, user_id="ana")
+    switched = garden.explain(query, user_id="ana", use_bm25=False, use_entities=False)
+    assert [(h.memory.id, h.score) for h in switched.hits] == [(h.memory.id, h.score) for h in configured.hits]
+    assert switched.analysis.signals_active == ["semantic"]
+    assert garden.explain(query, user_id="ana").analysis.signals_active == ["semantic", "bm25", "entity"]
+    keywords_off = garden.explain(query, user_id="ana", use_bm25=False)
+    assert keywords_off.analysis.signals_active == ["semantic", "entity"]

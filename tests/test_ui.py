@@ -1,0 +1,375 @@
+"""``trimem ui`` in a real headless browser: Debian's Chromium driven by Playwright.
+
+The page is served by a real ``trimem ui --no-browser --port 0`` process on the test's
+database; memories are seeded and checked through ``Engine`` on the same file, as an MCP
+server beside the page would see them. Without /usr/bin/chromium these tests skip, except
+under CI (``CI=true``), where a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store import Engine, NotFound
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "ui.png"
+USER = "ana"
+MEMORIES = [
+    ("Ana booked train tickets to Porto for 14 August", {"category": "travel"}),
+    ("Ana's sister Marta lives in Porto and visits Lisbon every Christmas", {"category": "family"}),
+    ("Ana's manager Priya approved two weeks of leave in August", {"category": "work"}),
+    ("Ana prefers a window seat on long train journeys", {"category": "travel"}),
+    ("Ana is learning Portuguese phrases before the trip", {"category": "travel"}),
+    ("Ana works as a nurse at Santa Maria hospital in Lisbon", {"category": "work"}),
+    ("Ana is allergic to peanuts and carries an EpiPen", {"category": "health", "priority": 5}),
+    ("Ana grows tomatoes and basil on her balcony", {"category": "home"}),
+    ("Ana's cat Miso needs a vet check-up in September", {"category": "home"}),
+    ("Ana drinks oat milk flat whites", {"category": "food"}),
+]
+QUERY = "When does Ana take the train to Porto?"
+
+
+def chromium_or_skip() -> None:
+    if CHROMIUM.exists():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+class Ui:
+    """A running ``trimem ui`` and the port it chose."""
+
+    def __init__(self, url: str, log: Path) -> None:
+        self.url = url
+        self.port = int(url.rsplit(":", 1)[1].strip("/"))
+        self.log = log
+
+
+@pytest.fixture
+def ui(engine: Engine, db_path: Path, tmp_path: Path) -> Iterator[Ui]:
+    for text, metadata in MEMORIES:
+        engine.add(text, user_id=USER, metadata=metadata)
+    engine.add("Bob keeps his bike in the hallway", user_id="bob")
+    log = tmp_path / "ui.log"
+    env = {**os.environ, "TRIMEM_DB_PATH": str(db_path), "TRIMEM_USER_ID": USER}
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mcp_server", "ui", "--no-browser", "--port", "0"],
+            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+        )
+        try:
+            line = process.stdout.readline()
+            match = re.fullmatch(r"trimem ui: (http://127\.0\.0\.1:\d+/)\n", line)
+            assert match, f"no address on stdout: {line!r}; log: {log.read_text()}"
+            yield Ui(match.group(1), log)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    assert "Traceback" not in log.read_text()
+
+
+@pytest.fixture
+def page(browser: Any, ui: Ui) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 820}, device_scale_factor=1)
+    tab = context.new_page()
+    tab.goto(ui.url)
+    yield tab
+    context.close()
+
+
+def search(page: Any, query: str) -> None:
+    page.fill("input[name=q]", query)
+    page.wait_for_selector("li.hit")
+
+
+def drawn_bars(page: Any) -> list[dict[str, Any]]:
+    """Each hit's id, and each bar part's drawn width as a share of its bar, from the layout."""
+    return page.eval_on_selector_all(
+        "li.hit",
+        """hits => hits.map(hit => {
+            const bar = hit.querySelector('.bar');
+            const inner = bar.clientWidth;
+            const share = name => hit.querySelector('.seg.' + name).getBoundingClientRect().width / inner;
+            const gate = hit.querySelector('.gate');
+            return {id: hit.dataset.id, semantic: share('semantic'), bm25: share('bm25'), entity: share('entity'),
+                    gate: (gate.getBoundingClientRect().left + 1 - bar.getBoundingClientRect().left - bar.clientLeft)
+                          / inner};
+        })""",
+    )
+
+
+def assert_bars_match(page: Any, explanation: Any) -> None:
+    bars = drawn_bars(page)
+    assert [bar["id"] for bar in bars] == [hit.memory.id for hit in explanation.hits]
+    for bar, hit in zip(bars, explanation.hits, strict=True):
+        parts = hit.details
+        for name, value in (("semantic", parts.semantic_score), ("bm25", parts.bm25_score),
+                            ("entity", parts.entity_boost)):
+            assert bar[name] == pytest.approx(value / parts.max_possible_score, abs=0.005), (name, hit.memory.text)
+        assert bar["gate"] == pytest.approx(parts.threshold / parts.max_possible_score, abs=0.005)
+
+
+def test_search_draws_each_score_as_its_parts_and_reranks_live(page: Any, engine: Engine) -> None:
+    search(page, QUERY)
+    explanation = engine.explain(QUERY, user_id=USER)
+    assert len(explanation.hits) >= 3
+    assert {"bm25", "entity"} <= set(explanation.analysis.signals_active)
+    assert_bars_match(page, explanation)
+    makeups = {(h.details.bm25_score > 0, h.details.entity_boost > 0) for h in explanation.hits}
+    assert len(makeups) >= 2, "the picture should show bars of different make-up"
+
+    page.click("li.hit:first-child details.why summary")
+    page.click("details.analysis summary")
+    assert "porto" in page.inner_text("details.analysis")
+    assert "midpoint" in page.inner_text("details.analysis")
+    page.click("li.hit:first-child p.text")
+    page.wait_for_selector("form#edit")
+    # The picture shows the default database location rather than this test's temporary file.
+    page.eval_on_selector(".database", "e => e.textContent = '~/.local/share/trimem/memories.db'")
+    page.screenshot(path=str(SCREENSHOT), full_page=False)
+
+    page.uncheck("input[name=bm25]")
+    page.wait_for_function("() => !document.querySelector('details.analysis').textContent.includes('bm25 +')"
+                           " && !document.querySelector('details.analysis').textContent.includes('+ bm25')")
+    assert_bars_match(page, engine.explain(QUERY, user_id=USER, use_bm25=False))
+    page.uncheck("input[name=entities]")
+    page.wait_for_function("() => document.querySelector('details.analysis').textContent.includes('semantic; ')")
+    assert_bars_match(page, engine.explain(QUERY, user_id=USER, use_bm25=False, use_entities=False))
+
+    page.fill("input[name=threshold]", "0.45")
+    strict = engine.explain(QUERY, user_id=USER, threshold=0.45, use_bm25=False, use_entities=False)
+    page.wait_for_function(f"() => document.querySelectorAll('li.hit').length === {len(strict.hits)}")
+    assert_bars_match(page, strict)
+    assert "below the semantic gate" in page.inner_text("details.analysis")
+
+
+def test_browse_lists_the_scope_newest_first_and_filters(page: Any, engine: Engine) -> None:
+    listed = [m.id for m in engine.list(user_id=USER)]
+    assert page.eval_on_selector_all("li.memory", "items => items.map(i => i.dataset.id)") == listed
+    assert "Bob" not in page.inner_text("#results")
+    assert page.eval_on_selector_all("select[name=user_id] option", "o => o.map(x => x.value)") == ["ana", "bob"]
+    page.fill("input[name=filters]", '{"category": "travel"}')
+    page.wait_for_function(f"() => document.querySelectorAll('li.memory').length === {3}")
+    travel = [m.id for m in engine.list(user_id=USER, filters={"category": "travel"})]
+    assert page.eval_on_selector_all("li.memory", "items => items.map(i => i.dataset.id)") == travel
+    page.fill("input[name=filters]", '{"category": {"nope": 1}}')
+    page.wait_for_selector("#message:not([hidden])")
+    message = page.inner_text("#message")
+    assert "nope" in message and "Traceback" not in message
+
+
+def test_edit_and_delete_a_memory_change_the_database(page: Any, engine: Engine) -> None:
+    [memory] = [m for m in engine.list(user_id=USER) if m.text.startswith("Ana drinks")]
+    page.click(f"li.memory[data-id='{memory.id}']")
+    page.wait_for_selector("form#edit")
+    page.fill("form#edit textarea[name=text]", "Ana drinks soy milk cappuccinos")
+    page.fill("form#edit textarea[name=metadata]", '{"category": "food", "checked": true}')
+    page.click("form#edit button[type=submit]")
+    page.wait_for_selector("#message.ok")
+    stored = engine.get(memory.id, user_id=USER)
+    assert (stored.text, stored.metadata) == ("Ana drinks soy milk cappuccinos", {"category": "food", "checked": True})
+    page.wait_for_selector("ol.history li:nth-child(2)")
+    assert "UPDATE" in page.inner_text("ol.history")
+
+    page.fill("form#edit textarea[name=metadata]", "[1, 2]")
+    page.click("form#edit button[type=submit]")
+    page.wait_for_selector("#message:not(.ok):not([hidden])")
+    assert "JSON object" in page.inner_text("#message")
+    assert engine.get(memory.id, user_id=USER).metadata == {"category": "food", "checked": True}
+
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click("#delete")
+    assert engine.get(memory.id, user_id=USER)  # a dismissed confirmation deletes nothing
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#delete")
+    page.wait_for_selector("#message.ok")
+    with pytest.raises(NotFound):
+        engine.get(memory.id, user_id=USER)
+    assert [event.event for event in engine.history(memory.id, user_id=USER)] == ["ADD", "UPDATE", "DELETE"]
+
+
+def test_an_entity_chip_opens_the_memories_linked_to_it(page: Any, engine: Engine) -> None:
+    [memory] = [m for m in engine.list(user_id=USER) if m.text.startswith("Ana booked")]
+    page.click(f"li.memory[data-id='{memory.id}']")
+    page.click("button.chip[data-entity='porto']")
+    page.wait_for_selector("#results h2:has-text('porto')")
+    linked = [m.id for m in engine.list_by_entity("porto", user_id=USER)]
+    assert len(linked) == 2
+    assert page.eval_on_selector_all("li.memory", "items => items.map(i => i.dataset.id)") == linked
+
+
+def request(ui: Ui, method: str, path: str, headers: dict[str, str]) -> int:
+    call = urllib.request.Request(ui.url.rstrip("/") + path, method=method, headers=headers, data=b"{}")
+    try:
+        with urllib.request.urlopen(call, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+@contextlib.contextmanager
+def elsewhere() -> Iterator[str]:
+    """The address of a page served by another origin (another port on loopback)."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<p>another site</p>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_cross_origin_write_is_refused(browser: Any, page: Any, ui: Ui, engine: Engine) -> None:
+    memory = engine.list(user_id=USER)[0]
+    token = page.get_attribute("meta[name=trimem-token]", "content")
+    target = f"{ui.url}memory/{memory.id}?user_id={USER}"
+
+    # A page of another origin (another port on loopback, so that the browser's own guard for
+    # private networks lets it try) posts to the trimem page, as any site's script could.
+    other = browser.new_page()
+    with elsewhere() as hostile:
+        other.goto(hostile)
+        other.evaluate(
+            """([url, token]) => fetch(url, {method: 'POST', mode: 'no-cors', headers: {'X-Trimem-Token': token},
+                                              body: JSON.stringify({text: 'Ana owes elsewhere money'})})""",
+            [target, token],
+        )
+    other.close()
+    assert "refused POST /memory/" in ui.log.read_text()  # it reached the server, which refused it
+    own = f"http://127.0.0.1:{ui.port}"
+    path = f"/memory/{memory.id}?user_id={USER}"
+    assert request(ui, "DELETE", path, {"Origin": "http://evil.example", "X-Trimem-Token": token}) == 403
+    assert request(ui, "DELETE", path, {"Origin": own}) == 403  # no token
+    assert request(ui, "DELETE", path, {"X-Trimem-Token": token}) == 403  # neither Origin nor Referer
+    assert request(ui, "GET", "/", {"Host": f"evil.example:{ui.port}"}) == 421  # DNS rebinding
+    assert engine.get(memory.id, user_id=USER) == memory
+    # The same request from the page's own origin with its token goes through.
+    assert request(ui, "DELETE", path, {"Referer": f"{own}/", "X-Trimem-Token": token}) == 200
+    with pytest.raises(NotFound):
+        engine.get(memory.id, user_id=USER)
+
+
+def answer(ui: Ui, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(ui.url.rstrip("/") + path, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+BAD_REQUESTS = [
+    ("/memories?offset=1.5", 400, "offset must be an integer, got '1.5'"),
+    ("/memories?offset=-1", 400, "offset"),
+    ("/search?q=tea&threshold=nan", 400, "threshold must be a number between 0 and 1"),
+    ("/search?q=tea&threshold=2", 400, "threshold must be between 0 and 1"),
+    ("/search?q=%20", 400, "query is empty"),
+    ("/memories?filters=" + "%5B" * 3000, 400, "nested too deeply"),
+    ("/memories?filters=%7B%22user_id%22%3A%22bob%22%7D", 400, "user_id"),
+    ("/memory/no-such-id", 404, "not found for user_id='ana'"),
+    ("/entity?name=", 400, "entity is empty"),
+    ("/static/page.html", 404, "not found"),
+    ("/?user_id=" + "x" * 5000, 200, "user_id has 5000 characters"),  # the page, with the message in it
+]
+
+
+def test_bad_input_gets_the_engines_short_message(ui: Ui) -> None:
+    for path, status, message in BAD_REQUESTS:
+        got_status, text = answer(ui, path)
+        assert (got_status, message in text) == (status, True), (path[:80], text[:300])
+        assert "Traceback" not in text
+        assert len(text) < 500 or path.startswith("/?")  # a fragment is the short message alone
+
+
+def test_a_port_in_use_is_a_short_error(tmp_path: Path) -> None:
+    from mcp_server.ui import bind
+
+    taken = bind(0)
+    try:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "mcp_server", "--db", str(tmp_path / "m.db"), "ui", "--no-browser", "--port",
+             str(port)],
+            capture_output=True, text=True, timeout=120,
+        )
+    finally:
+        taken.close()
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "--port" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "refused"),
+    [
+        ("GET", {"host": "127.0.0.1:8000"}, None),
+        ("GET", {"host": "localhost:8000"}, None),
+        ("GET", {"host": "127.0.0.1:8001"}, 421),  # another port: not this page
+        ("GET", {"host": "attacker.example:8000"}, 421),  # a rebound name
+        ("GET", {}, 421),
+        ("POST", {"host": "localhost:8000", "origin": "http://localhost:8000", "x-trimem-token": "t0k"}, None),
+        ("DELETE", {"host": "127.0.0.1:8000", "referer": "http://127.0.0.1:8000/?q=x", "x-trimem-token": "t0k"}, None),
+        ("POST", {"host": "127.0.0.1:8000", "origin": "null", "x-trimem-token": "t0k"}, 403),
+        ("POST", {"host": "127.0.0.1:8000", "referer": "http://127.0.0.1:8000.evil/", "x-trimem-token": "t0k"}, 403),
+        ("POST", {"host": "127.0.0.1:8000", "origin": "http://127.0.0.1:8000", "x-trimem-token": "t0"}, 403),
+        ("PUT", {"host": "127.0.0.1:8000", "origin": "http://127.0.0.1:8000"}, 403),
+    ],
+)
+def test_the_guard_lets_through_only_the_pages_own_requests(method: str, headers: dict, refused: int | None) -> None:
+    from starlette.datastructures import Headers
+
+    from mcp_server.ui.guard import Guard
+
+    result = Guard(app=None, port=8000, token="t0k").refusal(method, Headers(headers))
+    assert (result and result[0]) == refused
+
+
+def test_the_page_words_every_reason_the_engine_drops_a_candidate() -> None:
+    from typing import get_args
+
+    from mcp_server.ui.render import DROP_REASONS
+    from store.records import DropReason
+
+    assert set(DROP_REASONS) == set(get_args(DropReason))
