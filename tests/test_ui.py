@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import os
 import re
 import subprocess
@@ -228,6 +229,32 @@ def test_an_entity_chip_opens_the_memories_linked_to_it(page: Any, engine: Engin
     assert page.eval_on_selector_all("li.memory", "items => items.map(i => i.dataset.id)") == linked
 
 
+def test_export_downloads_the_scope_and_filter_on_screen(
+    page: Any, engine: Engine, engine_factory: Any, config: Any, tmp_path: Path
+) -> None:
+    """The button's file is ``trimem export``'s format for what the pickers and filter show:
+    imported into an empty database it gives back those memories, ids and all, and no one else's."""
+    page.fill("input[name=filters]", '{"category": "travel"}')
+    page.wait_for_function("() => document.querySelectorAll('li.memory').length === 3")
+    with page.expect_download() as download:
+        page.click("#export")
+    assert download.value.suggested_filename == f"trimem-{USER}.jsonl"
+    exported = tmp_path / "exported.jsonl"
+    download.value.save_as(exported)
+    header = json.loads(exported.read_text().splitlines()[0])
+    assert header["counts"]["memories"] == 3 and header["filters"] == {"category": "travel"}
+
+    with engine_factory(config.replace("store", db_path=str(tmp_path / "fresh.db"))) as fresh:
+        report = fresh.import_memories(exported)
+        assert report.imported == 3
+        travel = engine.list(user_id=USER, filters={"category": "travel"})
+        copied = fresh.list(user_id=USER)
+        assert [(m.id, m.text, m.metadata, m.created_at) for m in copied] == [
+            (m.id, m.text, m.metadata, m.created_at) for m in travel
+        ]
+        assert fresh.list(user_id="bob") == []
+
+
 def request(ui: Ui, method: str, path: str, headers: dict[str, str]) -> int:
     call = urllib.request.Request(ui.url.rstrip("/") + path, method=method, headers=headers, data=b"{}")
     try:
@@ -311,6 +338,7 @@ BAD_REQUESTS = [
     ("/memories?filters=%7B%22user_id%22%3A%22bob%22%7D", 400, "user_id"),
     ("/memory/no-such-id", 404, "not found for user_id='ana'"),
     ("/entity?name=", 400, "entity is empty"),
+    ("/export?filters=%7B%22category%22%3A%7B%22nope%22%3A1%7D%7D", 400, "nope"),  # refused before the download
     ("/static/page.html", 404, "not found"),
     ("/?user_id=" + "x" * 5000, 200, "user_id has 5000 characters"),  # the page, with the message in it
 ]

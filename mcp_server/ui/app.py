@@ -1,4 +1,4 @@
-"""``trimem ui``'s routes: the page, the fragments it swaps in, and the two writes.
+"""``trimem ui``'s routes: the page, the fragments it swaps in, the export download, and the two writes.
 
 Each route parses the query string or JSON body, makes one ``Engine`` call and renders
 its result (``render.py``). Handlers are plain functions run in worker threads, and the
@@ -14,11 +14,12 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
@@ -157,6 +158,16 @@ def delete(request: Request, engine: Engine) -> Response:
     return PlainTextResponse("deleted")
 
 
+def export(request: Request, engine: Engine) -> Response:
+    """The scope on the pickers (and the filter box) as a JSON Lines export, streamed from one
+    snapshot: the same file ``trimem export`` writes, so ``trimem import`` reads it back."""
+    scope = scope_of(request, engine)
+    lines = engine.export(**scope, filters=json_object(request.query_params.get("filters"), "the filter"))
+    name = "-".join(["trimem", *(scope[key] for key in SCOPE_KEYS if scope.get(key))])
+    disposition = f"attachment; filename*=UTF-8''{quote(name)}.jsonl"
+    return StreamingResponse(lines, media_type="application/x-ndjson", headers={"Content-Disposition": disposition})
+
+
 def static(request: Request) -> Response:
     name = request.path_params["name"]
     if name not in ASSETS:
@@ -173,6 +184,7 @@ def build_app(engine: Engine, port: int, token: str) -> ASGIApp:
             Route("/memories", answered(memories)),
             Route("/search", answered(search)),
             Route("/entity", answered(entity)),
+            Route("/export", answered(export)),
             Route("/memory/{memory_id}", answered(memory)),
             Route("/memory/{memory_id}", answered(update), methods=["POST"]),
             Route("/memory/{memory_id}", answered(delete), methods=["DELETE"]),

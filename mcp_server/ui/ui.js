@@ -105,6 +105,14 @@ controls.addEventListener("change", (event) => {
   }
 });
 
+// The download asks for what the pickers and the filter box show, when it is clicked.
+document.getElementById("export").addEventListener("click", (event) => {
+  const params = scopeParams();
+  const filters = controls.elements.filters.value.trim();
+  if (filters) params.set("filters", filters);
+  event.currentTarget.href = "/export?" + params;
+});
+
 results.addEventListener("click", (event) => {
   const page = event.target.closest("button.page");
   if (page) { offset = Number(page.dataset.offset); refresh(); return; }
