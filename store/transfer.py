@@ -82,7 +82,7 @@ def json_object(raw: bytes, number: int, keys: Sequence[str] | None, example: st
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"not valid JSON ({exc.msg} at column {exc.colno}); "
+        raise InvalidArgument(f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno}); "
                               f"write one object per line, e.g. {example}") from None
     except RecursionError:
         raise InvalidArgument("JSON nested too deeply") from None

@@ -50,7 +50,7 @@ def json_object(text: str | None, what: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"{what} is not valid JSON ({exc.msg} at character {exc.pos}); "
+        raise InvalidArgument(f"{what} is not valid JSON ({exc.msg.removesuffix(' at')} at character {exc.pos}); "
                               'e.g. {"category": "work"}') from None
     except RecursionError:
         raise InvalidArgument(f"{what} is JSON nested too deeply") from None
