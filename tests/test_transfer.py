@@ -4,7 +4,6 @@ peers' files (written here in each peer's own format) become memories."""
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import re
 from collections.abc import Callable, Iterator
