@@ -270,7 +270,7 @@ class Engine:
 
     def _store(
         self, memories: Sequence[CheckedMemory], *, dry_run: bool = False, gap_after_skip: bool = False
-    ) -> list[tuple[str, db.MemoryRow]]:
+    ) -> list[tuple[str, db.MemoryRow | None]]:
         """Write checked memories with one model batch and one transaction, in the order given
         (rowids follow it); the one write path of ``add_many`` and ``import_memories``.
 
