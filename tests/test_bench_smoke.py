@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import locomo, metrics, quality, ranking_cost, report, speed
+from bench import ideas, locomo, metrics, quality, ranking_cost, report, speed
 from bench.stages import SEARCH_STAGES, StageClock
 from store import Config, Engine, MemoryInput
 from store import db as store_db
@@ -151,6 +151,38 @@ def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
     report.write_section("quality", quality.markdown(run, "python bench/quality.py", "env", Path("x.json")), doc)
     text = doc.read_text()
     assert text.count("<!-- quality:start -->") == 1 and "speed figures" in text and "stale-quality-figures" not in text
+
+
+def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embedder, nlp):
+    """On a slice that fits in one over-fetch, the rescored default is the engine's ranking."""
+    (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]
+    tiny = locomo.head(sample, max_turns=40, max_questions=8)
+    with Engine(config, embedder=embedder, nlp=nlp) as engine:
+        mapping = quality.ingest(engine, [tiny])
+        scopes, asked = ideas.read_questions(engine, [tiny], mapping)
+        keywords = ideas.Keywords(engine._conn, ideas.stop_words())
+        rows = store_db.memories_by_rowid(engine._conn, list(scopes["conv-30"].texts))
+        rowid_of = {row.id: rowid for rowid, row in rows.items()}
+        threshold = engine.config.search.threshold
+        searched = [
+            [rowid_of[hit.memory.id] for hit in engine.search(q.text, user_id=q.sample_id, top_k=quality.TOP_K)]
+            for q in asked
+        ]
+        default = ideas.IDEAS[0]
+        rescored = [ideas.rank(default.signals(q, scopes[q.sample_id], keywords), threshold) for q in asked]
+        outcomes = [ideas.measure(idea, scopes, asked, keywords, threshold) for idea in ideas.IDEAS]
+    assert len(asked) == len(tiny.questions) > 0 and scopes["conv-30"].size == 40
+    assert any(q.bm25 for q in asked) and any(q.entities for q in asked)
+    assert rescored == searched
+    assert all(len(outcome.scores) == len(asked) for outcome in outcomes)
+    table = ideas.markdown(outcomes, asked, "python bench/ideas.py", "env").splitlines()
+    assert sum(line.startswith("| ") for line in table) == 2 + len(ideas.IDEAS)  # header, rule, rows
+
+
+def test_a_turn_only_asks_when_every_sentence_is_a_question():
+    assert ideas.only_asks("Ann: Did you go? Was it fun? [shares a photo of a cat]")
+    assert not ideas.only_asks("Ann: I went. Was it fun?") and ideas.ends_asking("Ann: I went. Was it fun?")
+    assert not ideas.ends_asking("Ann: Was it fun? I went.")
 
 
 def test_delete_all_is_timed_on_a_built_scope(config: Config, embedder, nlp, monkeypatch, tmp_path: Path):
