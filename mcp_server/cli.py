@@ -29,6 +29,7 @@ import click
 from store.config import EMBEDDING_BACKENDS, Config, load_config, unknown_variables
 from store.errors import TrimemError
 from store.peers import SourceFormat
+from store.validation import json_object
 
 from . import default_scope, named_scope, tables
 from .tables import ScopesOut, StatsOut
@@ -179,9 +180,9 @@ def json_option(name: str, help_text: str) -> Callable[[Callable[..., Any]], Cal
         if value is None:
             return None
         try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise click.BadParameter(f"not valid JSON ({exc}); e.g. '{{\"category\": \"work\"}}'") from None
+            return json_object(value, """'{"category": "work"}'""")
+        except TrimemError as exc:
+            raise click.BadParameter(str(exc)) from None
 
     return click.option(f"--{name}", callback=parse, help=help_text)
 

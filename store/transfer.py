@@ -42,6 +42,7 @@ from .validation import (
     check_scope,
     check_text,
     check_timestamp,
+    json_object,
 )
 
 if TYPE_CHECKING:  # the CLI imports this module for its options: no database driver until a file is read
@@ -67,7 +68,7 @@ class BadLine(InvalidArgument):
 # --- lines ---------------------------------------------------------------------------------
 
 
-def json_object(raw: bytes, number: int, keys: Sequence[str] | None, example: str) -> dict[str, Any] | None:
+def line_object(raw: bytes, number: int, keys: Sequence[str] | None, example: str) -> dict[str, Any] | None:
     """One JSON Lines line as an object with only ``keys`` (any, for ``None``); ``None`` for a
     blank line.
 
@@ -79,15 +80,7 @@ def json_object(raw: bytes, number: int, keys: Sequence[str] | None, example: st
         raise InvalidArgument("is not UTF-8 text; save the file as UTF-8") from None
     if not text.strip():
         return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno}); "
-                              f"write one object per line, e.g. {example}") from None
-    except RecursionError:
-        raise InvalidArgument("JSON nested too deeply") from None
-    if not isinstance(value, dict):
-        raise InvalidArgument(f"must be a JSON object like {example}, got {type(value).__name__}")
+    value = json_object(text, example)
     unknown = [key for key in value if keys is not None and key not in keys]
     if unknown:
         raise InvalidArgument(f"unknown key {unknown[0][:40]!r}; a line may have {', '.join(keys)}")
@@ -100,7 +93,7 @@ def numbered(
     """Each non-blank line's object with where it is (``"line 12"``); raises ``BadLine``."""
     for number, raw in enumerate(lines, start=start):
         try:
-            value = json_object(raw, number, keys, example)
+            value = line_object(raw, number, keys, example)
         except InvalidArgument as exc:
             raise BadLine(f"line {number}: {exc}") from None
         if value is not None:
@@ -210,7 +203,7 @@ def _header(path: Path, lines: Iterable[bytes]) -> tuple[int, dict[str, Any]]:
     """The first non-blank line, checked as a header: its line number and object."""
     for number, raw in enumerate(lines, start=1):
         try:
-            header = json_object(raw, number, None, f'{{"format": "{FORMAT}", ...}}')
+            header = line_object(raw, number, None, f'{{"format": "{FORMAT}", ...}}')
         except InvalidArgument as exc:
             raise BadLine(f"line {number}: {exc}") from None
         if header is not None:

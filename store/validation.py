@@ -25,6 +25,22 @@ MAX_ID_CHARS = 256
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
+def json_object(text: str, example: str) -> dict[str, Any]:
+    """``text`` as a JSON object, or ``InvalidArgument`` saying what is wrong, with ``example``
+    (a good value) to show. The message names no subject: callers put theirs in front."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:  # a few of json's messages end in " at" already
+        raise InvalidArgument(
+            f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno}); e.g. {example}"
+        ) from None
+    except RecursionError:
+        raise InvalidArgument("JSON nested too deeply") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"must be a JSON object like {example}, got {type(value).__name__}")
+    return value
+
+
 def check_utf8(value: str, what: str) -> str:
     """SQLite stores UTF-8: a lone surrogate cannot be stored, so refuse it up front."""
     try:

@@ -95,6 +95,8 @@ def test_errors_are_messages_not_tracebacks(run: Callable) -> None:
                                                                             ok=False).output
     bad_json = run("add", "x", "--metadata", "{oops", ok=False)
     assert bad_json.exit_code == 2 and "not valid JSON" in bad_json.output
+    assert "must be a JSON object like" in run("list", "--filters", "[1]", ok=False).output
+    assert "JSON nested too deeply" in run("list", "--filters", "[" * 5000, ok=False).output
     assert "unknown operator" in run("list", "--filters", '{"a": {"near": 1}}', ok=False).output
 
 

@@ -10,7 +10,6 @@ other failure is logged to stderr and answered with a short line, never a traceb
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,6 +25,7 @@ from starlette.types import ASGIApp
 from store.engine import Engine
 from store.errors import InvalidArgument, NotFound, TrimemError, shown
 from store.records import SCOPE_KEYS
+from store.validation import json_object
 
 from .. import default_scope
 from . import render
@@ -43,20 +43,14 @@ def scope_of(request: Request, engine: Engine) -> dict[str, str]:
     return default_scope(engine.config, **chosen)
 
 
-def json_object(text: str | None, what: str) -> dict[str, Any] | None:
+def json_box(text: str | None, what: str) -> dict[str, Any] | None:
     """A JSON object typed into a box, or None when the box is blank."""
     if text is None or not text.strip():
         return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"{what} is not valid JSON ({exc.msg.removesuffix(' at')} at character {exc.pos}); "
-                              'e.g. {"category": "work"}') from None
-    except RecursionError:
-        raise InvalidArgument(f"{what} is JSON nested too deeply") from None
-    if not isinstance(value, dict):
-        raise InvalidArgument(f'{what} must be a JSON object, e.g. {{"category": "work"}}')
-    return value
+        return json_object(text, '{"category": "work"}')
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{what}: {exc}") from None
 
 
 def number(request: Request, name: str, kind: type[int] | type[float], default: float | None = None) -> Any:
@@ -79,7 +73,7 @@ def answered(handler: Callable[[Request, Engine], Response]) -> Callable[[Reques
         try:
             if request.method not in SAFE_METHODS:
                 raw = (await request.body()).decode("utf-8", "replace")
-                request.state.body = json_object(raw, "the request") or {}
+                request.state.body = json_box(raw, "the request") or {}
             return await run_in_threadpool(handler, request, request.app.state.engine)
         except NotFound as exc:
             return PlainTextResponse(str(exc), status_code=404)
@@ -95,7 +89,7 @@ def answered(handler: Callable[[Request, Engine], Response]) -> Callable[[Reques
 def listing(request: Request, engine: Engine) -> str:
     offset = number(request, "offset", int, 0)
     memories = engine.list(
-        **scope_of(request, engine), filters=json_object(request.query_params.get("filters"), "the filter"),
+        **scope_of(request, engine), filters=json_box(request.query_params.get("filters"), "the filter"),
         limit=PAGE_SIZE + 1, offset=offset,  # one more says whether an older page exists
     )
     return render.memory_list(memories, offset=offset, page_size=PAGE_SIZE, heading="Newest first")
@@ -123,7 +117,7 @@ def search(request: Request, engine: Engine) -> Response:
     params = request.query_params
     explanation = engine.explain(
         params.get("q", ""), **scope_of(request, engine), threshold=number(request, "threshold", float),
-        filters=json_object(params.get("filters"), "the filter"),
+        filters=json_box(params.get("filters"), "the filter"),
         use_bm25=params.get("bm25", "1") == "1", use_entities=params.get("entities", "1") == "1",
     )
     return HTMLResponse(render.search_results(explanation))
@@ -145,7 +139,7 @@ def entity(request: Request, engine: Engine) -> Response:
 
 def update(request: Request, engine: Engine) -> Response:
     body = request.state.body
-    metadata = json_object(body.get("metadata"), "the metadata")
+    metadata = json_box(body.get("metadata"), "the metadata")
     engine.update(
         request.path_params["memory_id"], **scope_of(request, engine), text=body.get("text"),
         metadata={} if metadata is None else metadata, replace_metadata=True,
@@ -162,7 +156,7 @@ def export(request: Request, engine: Engine) -> Response:
     """The scope on the pickers (and the filter box) as a JSON Lines export, streamed from one
     snapshot: the same file ``trimem export`` writes, so ``trimem import`` reads it back."""
     scope = scope_of(request, engine)
-    lines = engine.export(**scope, filters=json_object(request.query_params.get("filters"), "the filter"))
+    lines = engine.export(**scope, filters=json_box(request.query_params.get("filters"), "the filter"))
     name = "-".join(["trimem", *(scope[key] for key in SCOPE_KEYS if scope.get(key))])
     disposition = f"attachment; filename*=UTF-8''{quote(name)}.jsonl"
     return StreamingResponse(lines, media_type="application/x-ndjson", headers={"Content-Disposition": disposition})
