@@ -12,7 +12,6 @@ handshake stay fast.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -98,24 +97,9 @@ class SentenceTransformerEmbedder:
     def _load(self):  # noqa: ANN202 - the SentenceTransformer type is only importable after loading
         with self._lock:
             if self._model is None:
-                # Refuse hub look-ups outright: a local path is the only source we use.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                torch = imports.torch()
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as transformers_logging
-
-                transformers_logging.disable_progress_bar()  # stderr is the server's log
-
-                torch.set_num_threads(self._threads)
+                imports.torch().set_num_threads(self._threads)
                 source = self._source or packaged_model_path()
-                try:
-                    self._model = SentenceTransformer(source, device="cpu")
-                except Exception as exc:  # any loader failure means the same thing to the user
-                    raise ModelUnavailable(
-                        f"could not load embedding model '{source}' from local files ({exc}); "
-                        "set embedding_model to a local sentence-transformers folder"
-                    ) from exc
+                self._model = imports.sentence_transformer(source)
                 log.debug("embedding model loaded from %s", source)
         return self._model
 

@@ -9,9 +9,14 @@ that does need torch (the ONNX export, the torch backend) never meets that marke
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+from .errors import ModelUnavailable
 
 _lock = threading.Lock()
 
@@ -37,3 +42,23 @@ def torch() -> ModuleType:
         import torch
 
         return torch
+
+
+def sentence_transformer(source: str | Path) -> Any:
+    """A sentence-transformers model loaded on the CPU from local files (torch first, through
+    ``torch()``), or ``ModelUnavailable`` saying what to configure instead."""
+    # Refuse hub look-ups outright: a local path is the only source trimem uses.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    torch()
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # stderr is the server's log
+    try:
+        return SentenceTransformer(str(source), device="cpu")
+    except Exception as exc:  # a missing folder, one without a model, a broken config: all the same to the user
+        raise ModelUnavailable(
+            f"could not load embedding model '{source}' from local files ({exc}); "
+            "set embedding_model to a local sentence-transformers folder"
+        ) from exc

@@ -153,11 +153,7 @@ def export(source: Path, stem: Path, variant: Variant) -> None:
     import numpy as np
 
     torch = imports.torch()
-    from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()
-    model = SentenceTransformer(str(source), device="cpu")
+    model = imports.sentence_transformer(source)
     input_names = tuple(model.tokenizer.model_input_names)
     stem.parent.mkdir(parents=True, exist_ok=True)
     sidecar_path, onnx_path, tokenizer_path = _paths(stem)

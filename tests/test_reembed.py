@@ -309,3 +309,21 @@ def test_trimem_reembed_errors_are_short(config: Config, engine_factory: Callabl
     same = run_cli(config, "reembed", "--model", "all-MiniLM-L6-v2")
     _, err = same.communicate(timeout=120)
     assert same.returncode == 1 and "already uses the embedding model" in err and "Traceback" not in err
+
+
+def test_a_folder_that_holds_no_model_is_a_message_and_changes_nothing(
+    config: Config, engine_factory: Callable[[Config], Engine], tmp_path: Path
+) -> None:
+    with engine_factory(config) as engine:
+        engine.add_many([MemoryInput(text) for text in FACTS], user_id="ana")
+    not_a_model = tmp_path / "not-a-model"
+    not_a_model.mkdir()
+    (not_a_model / "config.json").write_text("{}")
+    for backend in ("onnx", "torch"):
+        failed = run_cli(config, "reembed", "--model", str(not_a_model), "--backend", backend)
+        _, err = failed.communicate(timeout=300)
+        assert failed.returncode == 1 and "Traceback" not in err, err
+        assert f"could not load embedding model '{not_a_model}'" in err
+    with engine_factory(config) as engine:
+        assert engine.search("where does Ana work?", user_id="ana")[0].memory.text == FACTS[0]
+        assert engine.check() == []
