@@ -122,6 +122,12 @@ def bm25_raw_for(score: float, params: SigmoidParams) -> float:
     return max(params.midpoint - math.log(1.0 / score - 1.0) / params.steepness, 0.0)
 
 
+def score_share(bm25_raw: float, weight: float, params: SigmoidParams) -> float:
+    """The raw BM25 whose squashed score is ``weight`` × that of ``bm25_raw``; never above
+    ``bm25_raw`` itself, whatever the rounding of the round trip."""
+    return min(bm25_raw_for(weight * normalize_bm25(bm25_raw, params), params), bm25_raw)
+
+
 def keyword_context(
     bm25_raw: Mapping[Key, float],
     neighbours: Mapping[Key, Sequence[Key]],
@@ -144,10 +150,7 @@ def keyword_context(
     if weight <= 0:
         return context
     for key, raw in bm25_raw.items():
-        if params is None:
-            inherited = weight * raw
-        else:  # never above the hit's own raw score, whatever the rounding of the round trip
-            inherited = min(bm25_raw_for(weight * normalize_bm25(raw, params), params), raw)
+        inherited = weight * raw if params is None else score_share(raw, weight, params)
         for neighbour in neighbours.get(key, ()):
             if inherited > context.get(neighbour, 0.0):
                 context[neighbour] = inherited

@@ -160,7 +160,7 @@ def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embed
     with Engine(config, embedder=embedder, nlp=nlp) as engine:
         mapping = quality.ingest(engine, [tiny])
         scopes, asked = ideas.read_questions(engine, [tiny], mapping)
-        keywords = ideas.Keywords(engine._conn, ideas.stop_words())
+        keywords = ideas.Keywords(engine._conn, nlp)
         rows = store_db.memories_by_rowid(engine._conn, list(scopes["conv-30"].texts))
         rowid_of = {row.id: rowid for rowid, row in rows.items()}
         threshold = engine.config.search.threshold
