@@ -36,7 +36,8 @@ KeywordContextShare = Literal["raw", "score"]
 KEYWORD_CONTEXT_SHARES: tuple[str, ...] = get_args(KeywordContextShare)
 
 MEM0_RANKING: dict[str, Any] = {
-    "candidate_pool": "semantic", "keyword_context": 0.0, "entity_weighting": "mem0", "entity_match": "all",
+    "candidate_pool": "semantic", "keyword_context": 0.0, "question_keywords": 1.0,
+    "entity_weighting": "mem0", "entity_match": "all",
 }
 """The ``[search]`` values that reproduce Mem0 exactly; ``ranking = "mem0"`` imposes them."""
 
@@ -63,6 +64,7 @@ class SearchConfig:
     ranking: Ranking
     keyword_context: float
     keyword_context_share: KeywordContextShare
+    question_keywords: float
     entity_weighting: EntityWeighting
     entity_match: EntityMatching
 
@@ -266,6 +268,10 @@ def _check(config: Config) -> None:
         )
     if not 0.0 <= search.keyword_context <= 1.0:
         raise _refuse("search", "keyword_context", search.keyword_context, "it must be between 0 and 1; 0 turns it off")
+    if not 0.0 <= search.question_keywords <= 1.0:
+        raise _refuse(
+            "search", "question_keywords", search.question_keywords, "it must be between 0 and 1; 1 turns it off"
+        )
     for section, name in (
         ("limits", "max_text_chars"), ("limits", "max_top_k"), ("limits", "max_metadata_bytes"),
         ("search", "overfetch_factor"), ("search", "overfetch_minimum"),

@@ -685,6 +685,21 @@ def adjacent_memories(
     return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
 
 
+def questions_among(conn: apsw.Connection, rowids: Sequence[int]) -> set[int]:
+    """The memories among ``rowids`` whose text ends with a question mark (trailing
+    whitespace aside): a turn that asks."""
+    if not rowids:
+        return set()
+    return {
+        row[0]
+        for row in conn.execute(
+            f"SELECT rowid FROM memories WHERE rowid IN ({','.join('?' * len(rowids))}) "
+            "AND rtrim(text, ' ' || char(9, 10, 13)) LIKE '%?'",
+            list(rowids),
+        )
+    }
+
+
 # --- other applications' files ----------------------------------------------------------
 # Read-only, as they are, for ``store.peers``: their schema is theirs, so columns are
 # looked up first and only the ones named by the caller (identifiers chosen in code) read.

@@ -5,8 +5,9 @@ semantic KNN over-fetch, FTS5 BM25 on the lemmatized query, entity boosts, the
 semantic gate before fusion, the signal-count denominator. The default ranking
 (``ranking = "trimem"``) keeps those formulas and changes what they see: the union
 candidate pool, keyword context from adjacent memories (a share of their squashed
-keyword score), entity rarity, and each query entity matched to its closest stored
-entity only; ``ranking = "mem0"`` turns them all off (``SearchConfig.resolved``).
+keyword score), half the keyword score for memories that ask a question, entity rarity,
+and each query entity matched to its closest stored entity only; ``ranking = "mem0"``
+turns them all off (``SearchConfig.resolved``).
 ``prepare`` runs the models and touches no database, so the engine can run it outside
 its database lock.
 Nothing here catches and carries on: a signal that does not apply is a branch, and
@@ -175,14 +176,17 @@ def keyword_context(
 ) -> dict[int, float]:
     """The keyword hits, plus the memories beside them (same scope, rowid ± 1) scored at
     ``keyword_context`` × the hit's raw BM25, or × its squashed score with
-    ``keyword_context_share = "score"`` (see ``scoring.keyword_context``)."""
-    weight = request.options.keyword_context
-    if weight <= 0 or not bm25_raw:
+    ``keyword_context_share = "score"``; hits that end with a question mark keep
+    ``question_keywords`` of their own (see ``scoring.keyword_context``)."""
+    options = request.options
+    weight, question_share = options.keyword_context, options.question_keywords
+    if (weight <= 0 and question_share >= 1) or not bm25_raw:
         return bm25_raw
     fsql, fparams = request.live_filter
-    adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, fsql, fparams)
-    params = scoring.bm25_params(term_count) if request.options.keyword_context_share == "score" else None
-    return scoring.keyword_context(bm25_raw, adjacent, weight, params)
+    adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, fsql, fparams) if weight > 0 else {}
+    questions = db.questions_among(conn, list(bm25_raw)) if question_share < 1 else set()
+    params = scoring.bm25_params(term_count) if options.keyword_context_share == "score" else None
+    return scoring.keyword_context(bm25_raw, adjacent, weight, params, questions, question_share)
 
 
 def entity_boosts(

@@ -9,7 +9,7 @@ retrieval module gathers the signals and hands this module plain numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -133,24 +133,39 @@ def keyword_context(
     neighbours: Mapping[Key, Sequence[Key]],
     weight: float,
     params: SigmoidParams | None = None,
+    questions: Collection[Key] = (),
+    question_share: float = 1.0,
 ) -> dict[Key, float]:
-    """Raw BM25 scores where a memory also earns ``weight`` × a neighbour's keyword score.
+    """Raw BM25 scores where a memory also earns ``weight`` × a neighbour's keyword score,
+    and a question keeps ``question_share`` of its own.
 
     Each memory keeps the larger of its own raw score and what the best of the memories
     listing it as a neighbour in ``neighbours`` passes on (keyword hits map to the
     memories beside them). In a conversation the answer often shares no word with the
-    question while the turn it replies to does. Without ``params`` a neighbour passes on
-    ``weight`` × its raw score; with them, the raw score whose squashed score
-    (``normalize_bm25``) is ``weight`` × the neighbour's, so "half a hit" is half of
+    question while the turn it replies to does. Without ``params`` a share of a score is
+    that share of its raw value; with them, the raw score whose squashed score
+    (``normalize_bm25``) is that share of the original's, so "half a hit" is half of
     what the hit adds to the fused score, and a hit that adds almost nothing (a word in
-    most of the scope) passes on almost nothing. ``weight`` 0 returns the input
-    unchanged; all scores stay ≥ 0 and a hit's own score never drops.
+    most of the scope) passes on almost nothing.
+
+    The hits in ``questions`` (memories that ask) keep only ``question_share`` of their own
+    score, yet pass on their neighbours' share of the whole of it: a question repeats the
+    words a later query asks with, its answer is beside it. With ``weight`` 0 and
+    ``question_share`` 1 the input comes back unchanged; all scores stay ≥ 0, and no
+    score but a question's drops.
     """
-    context = dict(bm25_raw)
+
+    def share(raw: float, part: float) -> float:
+        return part * raw if params is None else score_share(raw, part, params)
+
+    context = {
+        key: share(raw, question_share) if question_share < 1 and key in questions else raw
+        for key, raw in bm25_raw.items()
+    }
     if weight <= 0:
         return context
     for key, raw in bm25_raw.items():
-        inherited = weight * raw if params is None else score_share(raw, weight, params)
+        inherited = share(raw, weight)
         for neighbour in neighbours.get(key, ()):
             if inherited > context.get(neighbour, 0.0):
                 context[neighbour] = inherited

@@ -348,6 +348,8 @@ BAD_SETTINGS = [
     ({"TRIMEM_ENTITY_MATCH": "some"}, "[search] entity_match = 'some' is not allowed: use one of all, best"),
     ({"TRIMEM_KEYWORD_CONTEXT_SHARE": "half"},
      "[search] keyword_context_share = 'half' is not allowed: use one of raw, score"),
+    ({"TRIMEM_QUESTION_KEYWORDS": "1.5"},
+     "[search] question_keywords = 1.5 is not allowed: it must be between 0 and 1; 1 turns it off"),
 ]
 
 

@@ -266,22 +266,46 @@ CONVERSATION = [
 def test_the_default_ranking_finds_the_answer_beside_the_question(engine: Engine) -> None:
     """The answer shares no keyword with the question; under the default it earns half the
     keyword score of the turn it replies to, stored just before it (half of what that turn's
-    keywords add to its fused score, ``keyword_context_share = "score"``). ``ranking = "mem0"``
-    restores Mem0, where it gets none, whatever the other switches say."""
+    keywords add to its fused score, ``keyword_context_share = "score"``). The question, which
+    ends with "?", keeps half of its own (``question_keywords``), so the two weigh the same.
+    ``ranking = "mem0"`` restores Mem0, where the answer gets none and the question all of its
+    own, whatever the other switches say."""
     engine.add_many([MemoryInput(text) for text in CONVERSATION + OTHER_MEMORIES], user_id="ana")
     query = "How did the children handle the accident?"
     trimem = engine.explain(query, user_id="ana", top_k=5)
     assert engine.config.search.ranking == "trimem" and trimem.analysis.candidate_pool == "union"
     by_text = {hit.memory.text: hit.details for hit in trimem.hits}
     question, answer = by_text[CONVERSATION[0]], by_text[CONVERSATION[1]]
-    assert answer.bm25_score == pytest.approx(0.5 * question.bm25_score) and answer.bm25_score > 0
-    assert [hit.memory.text for hit in trimem.hits[:2]] == CONVERSATION[:2]
+    assert answer.bm25_score == pytest.approx(question.bm25_score) and answer.bm25_score > 0
+    assert {hit.memory.text for hit in trimem.hits[:2]} == set(CONVERSATION[:2])
 
-    mem0_config = engine.config.replace("search", ranking="mem0", candidate_pool="union", keyword_context=1.0)
+    mem0_config = engine.config.replace(
+        "search", ranking="mem0", candidate_pool="union", keyword_context=1.0, question_keywords=0.0
+    )
     with Engine(mem0_config, embedder=engine.embedder, nlp=engine.nlp) as mem0:
         reference = mem0.explain(query, user_id="ana", top_k=5)
     assert reference.analysis.candidate_pool == "semantic"
-    assert all(hit.details.bm25_raw == 0 for hit in reference.hits if hit.memory.text == CONVERSATION[1])
+    by_text = {hit.memory.text: hit.details for hit in reference.hits}
+    assert by_text[CONVERSATION[1]].bm25_raw == 0
+    assert by_text[CONVERSATION[0]].bm25_score == pytest.approx(2 * question.bm25_score)
+
+
+def test_a_memory_that_asks_keeps_its_share_of_its_own_keyword_score(engine: Engine) -> None:
+    """Only a text ending with "?" (trailing whitespace aside) is a question; it keeps
+    ``question_keywords`` of its squashed keyword score, and 1 keeps all of it."""
+    asks, states = "Did Ana adopt a greyhound named Pixel? \n", "Ana adopted a greyhound named Pixel."
+    engine.add_many([MemoryInput(text) for text in (asks, *OTHER_MEMORIES, states)], user_id="ana")
+    query = "greyhound Pixel adoption"
+
+    def keyword_scores(question_keywords: float) -> dict[str, float]:
+        config = engine.config.replace("search", keyword_context=0.0, question_keywords=question_keywords)
+        with Engine(config, embedder=engine.embedder, nlp=engine.nlp) as tuned:
+            return {h.memory.text: h.details.bm25_score for h in tuned.explain(query, user_id="ana").hits}
+
+    whole, kept, none = keyword_scores(1.0), keyword_scores(0.25), keyword_scores(0.0)
+    assert kept[states] == whole[states] > 0 and none[states] == whole[states]
+    assert kept[asks] == pytest.approx(0.25 * whole[asks]) and whole[asks] > 0
+    assert none[asks] == 0
 
 
 def test_entity_rarity_discounts_an_entity_linked_to_most_of_the_scope(engine: Engine) -> None:

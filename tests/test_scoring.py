@@ -209,6 +209,22 @@ def test_keyword_context_as_a_score_gives_neighbours_half_of_what_a_hit_adds() -
     assert "beside" not in context and context["question"] == 12.0
 
 
+def test_a_question_keeps_its_share_and_passes_on_the_whole() -> None:
+    params = scoring.bm25_params(2)
+    hits = {"question": 12.0, "statement": 12.0, "reply to the reply": 3.0}
+    neighbours = {"question": ["answer"], "reply to the reply": ["question"]}
+    context = scoring.keyword_context(hits, neighbours, 0.5, params, {"question"}, 0.5)
+    half = scoring.normalize_bm25(12.0, params) / 2
+    assert scoring.normalize_bm25(context["question"], params) == pytest.approx(half)
+    assert context["answer"] == pytest.approx(context["question"])  # half of the question's whole score
+    assert context["statement"] == 12.0 and context["reply to the reply"] == 3.0
+    unchanged = scoring.keyword_context(hits, neighbours, 0.5, params, {"question"}, 1.0)
+    assert unchanged["question"] == 12.0
+    # a neighbour's share is kept when it is more than the question's own
+    assert scoring.keyword_context({"question": 1.0, "before": 12.0}, {"before": ["question"]}, 0.5, None,
+                                   {"question"}, 0.5)["question"] == 6.0
+
+
 @given(score=st.floats(0.0, 1.0), terms=st.integers(0, 20))
 def test_bm25_raw_for_inverts_the_sigmoid_above_its_floor(score: float, terms: int) -> None:
     params = scoring.bm25_params(terms)
@@ -225,15 +241,18 @@ def test_bm25_raw_for_inverts_the_sigmoid_above_its_floor(score: float, terms: i
     hits=st.dictionaries(st.integers(0, 20), st.floats(0.0, 1e6), max_size=10),
     weight=st.floats(0.0, 1.0),
     share=st.sampled_from([None, 1, 8, 20]),
+    questions=st.sets(st.integers(0, 20)),
+    question_share=st.floats(0.0, 1.0),
 )
-@example(hits={0: 2.0}, weight=1.0, share=1)  # the sigmoid's round trip gave 2.0000000000000004
-def test_keyword_context_never_lowers_a_score_nor_exceeds_the_best(
-    hits: dict[int, float], weight: float, share: int | None
+@example(hits={0: 2.0}, weight=1.0, share=1, questions=set(), question_share=1.0)  # round trip gave 2.0000000000000004
+def test_keyword_context_lowers_no_score_but_a_questions_nor_exceeds_the_best(
+    hits: dict[int, float], weight: float, share: int | None, questions: set[int], question_share: float
 ) -> None:
     neighbours = {key: [key - 1, key + 1] for key in hits}
     params = None if share is None else scoring.bm25_params(share)
-    context = scoring.keyword_context(hits, neighbours, weight, params)
-    assert all(context[key] >= raw for key, raw in hits.items())
+    context = scoring.keyword_context(hits, neighbours, weight, params, questions, question_share)
+    assert all(context[key] >= raw for key, raw in hits.items() if key not in questions or question_share == 1)
+    assert all(context.get(key, 0.0) >= 0.0 for key in hits)
     assert all(value <= max(hits.values()) for value in context.values())
     assert set(context) <= set(hits) | {key + step for key in hits for step in (-1, 1)}
 
