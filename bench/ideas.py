@@ -46,9 +46,11 @@ from store.nlp import NLP  # noqa: E402
 from store.terms import plain_terms  # noqa: E402
 from store.validation import check_scope  # noqa: E402
 
-CONTEXT = load_config(environ={}).search.keyword_context
-"""The shipped keyword-context weight; the rest of the default (closest entity match, rarity,
-the score share) is written out below, and the smoke test compares it with ``Engine.search``."""
+SHIPPED = load_config(environ={}).search
+CONTEXT, QUESTION_SHARE = SHIPPED.keyword_context, SHIPPED.question_keywords
+"""The shipped keyword-context weight and question share; the rest of the default (closest
+entity match, rarity, the score share) is written out below, and the smoke test compares it
+with ``Engine.search``."""
 FRAMING_NOUNS = frozenset({"kind", "type", "way", "sort"})
 """Nouns that frame a question ("what kind of …") rather than name its subject."""
 _CAPTION = re.compile(r"\s*\[shares [^\]]*\]$")
@@ -68,6 +70,8 @@ class Scope:
     links: dict[int, tuple[int, ...]]
     dated: frozenset[int]
     """The memories in which spaCy's NER finds a date or a time ("yesterday", "last May")."""
+    questions: frozenset[int]
+    """The memories the engine takes for questions (``db.questions_among``)."""
 
     @property
     def size(self) -> int:
@@ -146,7 +150,8 @@ def read_scope(conn: apsw.Connection, sample_id: str, nlp: NLP) -> Scope:
         links.setdefault(entity_id, []).append(rowid)
     docs = nlp._pipeline().pipe(texts.values(), batch_size=64)
     dated = frozenset(rowid for rowid, doc in zip(texts, docs) if any(e.label_ in ("DATE", "TIME") for e in doc.ents))
-    return Scope(texts, lemmas, {entity_id: tuple(rowids) for entity_id, rowids in links.items()}, dated)
+    questions = frozenset(store_db.questions_among(conn, list(texts)))
+    return Scope(texts, lemmas, {entity_id: tuple(rowids) for entity_id, rowids in links.items()}, dated, questions)
 
 
 def similarities(conn: apsw.Connection, vector: np.ndarray, rowids: Sequence[int]) -> dict[int, float]:
@@ -235,13 +240,21 @@ def entity_boosts(
 
 
 def default_signals(
-    question: Asked, scope: Scope, *, bm25: dict[int, float] | None = None, term_count: int | None = None
+    question: Asked,
+    scope: Scope,
+    *,
+    bm25: dict[int, float] | None = None,
+    term_count: int | None = None,
+    questions: frozenset[int] | None = None,
+    question_share: float = QUESTION_SHARE,
 ) -> Signals:
-    """The shipped ranking's signals (``configs/default.toml``), with other keyword hits if given."""
+    """The shipped ranking's signals (``configs/default.toml``), with other keyword hits, or
+    other memories taken for questions, if given."""
     params = scoring.bm25_params(len(question.terms) if term_count is None else term_count)
     raw = question.bm25 if bm25 is None else bm25
     boosts, active = entity_boosts(question, scope)
-    context = scoring.keyword_context(raw, scope.neighbours(list(raw)), CONTEXT, params)
+    asking = scope.questions if questions is None else questions
+    context = scoring.keyword_context(raw, scope.neighbours(list(raw)), CONTEXT, params, asking, question_share)
     return Signals(question.similarity, context, boosts, params, active)
 
 
@@ -271,7 +284,7 @@ class Idea:
 
 
 def ends_asking(text: str) -> bool:
-    """A turn that ends with a question (the image caption LoCoMo appends left out)."""
+    """A turn that ends with a question once the image caption LoCoMo appends is left out."""
     return _CAPTION.sub("", text).rstrip().endswith("?")
 
 
@@ -290,14 +303,19 @@ def speaker(text: str) -> str:
 def context_weight(weight: float) -> Rescore:
     def signals(q: Asked, s: Scope, _: Keywords) -> Signals:
         base = default_signals(q, s)
-        return base._replace(bm25_raw=scoring.keyword_context(q.bm25, s.neighbours(list(q.bm25)), weight, base.params))
+        context = scoring.keyword_context(
+            q.bm25, s.neighbours(list(q.bm25)), weight, base.params, s.questions, QUESTION_SHARE
+        )
+        return base._replace(bm25_raw=context)
 
     return signals
 
 
 def context_two_away(q: Asked, s: Scope, _: Keywords) -> Signals:
     base = default_signals(q, s)
-    farther = scoring.keyword_context(q.bm25, s.neighbours(list(q.bm25), step=2), CONTEXT / 2, base.params)
+    farther = scoring.keyword_context(
+        q.bm25, s.neighbours(list(q.bm25), step=2), CONTEXT / 2, base.params, s.questions, QUESTION_SHARE
+    )
     return base._replace(
         bm25_raw={r: max(v, base.bm25_raw.get(r, 0.0)) for r, v in {**base.bm25_raw, **farther}.items()}
     )
@@ -320,18 +338,13 @@ def in_most_of_scope(term: str, q: Asked, s: Scope) -> bool:
     return sum(term in lemmas.split() for lemmas in s.lemmas.values()) > s.size / 2
 
 
-def question_keeps_half(is_question: Callable[[str], bool]) -> Rescore:
-    """A hit that is a question keeps half its own keyword score (it still passes the default share on)."""
+def questions_by(is_question: Callable[[str], bool] | None, share: float = QUESTION_SHARE) -> Rescore:
+    """The default with the memories ``is_question`` accepts taken for questions (``None``:
+    the engine's), each keeping ``share`` of its own keyword score."""
 
     def signals(q: Asked, s: Scope, _: Keywords) -> Signals:
-        base = default_signals(q, s)
-        context = dict(base.bm25_raw)
-        for rowid, raw in q.bm25.items():
-            if is_question(s.texts[rowid]):
-                around = s.neighbours([rowid])[rowid]
-                inherited = [scoring.score_share(q.bm25[n], CONTEXT, base.params) for n in around if n in q.bm25]
-                context[rowid] = max([scoring.score_share(raw, 0.5, base.params), *inherited])
-        return base._replace(bm25_raw=context)
+        asking = None if is_question is None else frozenset(r for r, text in s.texts.items() if is_question(text))
+        return default_signals(q, s, questions=asking, question_share=share)
 
     return signals
 
@@ -341,7 +354,7 @@ def question_passes_all(q: Asked, s: Scope, _: Keywords) -> Signals:
     base = default_signals(q, s)
     context = dict(base.bm25_raw)
     for rowid, raw in q.bm25.items():
-        if ends_asking(s.texts[rowid]) and rowid + 1 in s.texts:
+        if rowid in s.questions and rowid + 1 in s.texts:
             context[rowid + 1] = max(context.get(rowid + 1, 0.0), raw)
     return base._replace(bm25_raw=context)
 
@@ -435,15 +448,16 @@ IDEAS = (
     Idea("distinct term count", 'the sigmoid counts "participate participating" once', distinct_term_count),
     Idea("surface forms too", "one index of lemmas plus surface words, queried with both", surface_forms),
     Idea(
-        "question keeps half",
-        "a turn that ends asking keeps half its own keyword score",
-        question_keeps_half(ends_asking),
+        "questions keep their whole score",
+        "a memory ending with a question keeps all its keyword score (the default before, and Mem0)",
+        questions_by(None, share=1.0),
     ),
     Idea(
-        "question keeps half, asks only",
-        "the same for turns that state nothing (every sentence asks)",
-        question_keeps_half(only_asks),
+        "questions: caption aside",
+        "a turn counts as a question when it ends asking before LoCoMo's appended image caption",
+        questions_by(ends_asking),
     ),
+    Idea("questions: asks only", "only turns that state nothing (every sentence asks) count", questions_by(only_asks)),
     Idea(
         "question passes all",
         "a turn that ends asking passes its whole keyword score to the next turn",

@@ -46,9 +46,11 @@ REFERENCE = "Mem0 (reference)"
 DEFAULT = "trimem (default)"
 MEM0 = {"ranking": "mem0"}
 """Mem0's exact behaviour; variants measured against it build on this."""
-MEM0_SIGNALS = {"keyword_context": 0.0, "entity_weighting": "mem0", "entity_match": "all"}
+MEM0_SIGNALS = {"keyword_context": 0.0, "question_keywords": 1.0, "entity_weighting": "mem0", "entity_match": "all"}
 """trimem's departures from Mem0 other than the union pool, turned off."""
-RAW_CONTEXT = {"keyword_context_share": "raw"}
+WHOLE_QUESTIONS = {"question_keywords": 1.0}
+"""Questions keep their whole keyword score, as before ``question_keywords``."""
+RAW_CONTEXT = {"keyword_context_share": "raw", **WHOLE_QUESTIONS}
 """Keyword context as first adopted: a share of the neighbour's raw BM25."""
 
 
@@ -82,7 +84,14 @@ VARIANTS: tuple[Variant, ...] = (
         RAW_CONTEXT,
         "each query entity boosts through its most similar stored entity only",
     ),
-    Variant(DEFAULT, {}, "configs/default.toml: the rows above + keyword context as a share of the score"),
+    Variant(
+        "+ context as a share of the score",
+        WHOLE_QUESTIONS,
+        "a neighbour earns half of what a hit adds to the fused score, not the squashed half of its raw BM25",
+    ),
+    Variant(
+        DEFAULT, {}, "configs/default.toml: the rows above + a memory ending with '?' keeps half its keyword score"
+    ),
     Variant("trimem without union pool", {"candidate_pool": "semantic"}),
     Variant("trimem without keyword context", {"keyword_context": 0.0}),
     Variant("trimem without entity rarity", {"entity_weighting": "mem0"}),

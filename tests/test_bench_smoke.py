@@ -173,6 +173,7 @@ def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embed
         outcomes = [ideas.measure(idea, scopes, asked, keywords, threshold) for idea in ideas.IDEAS]
     assert len(asked) == len(tiny.questions) > 0 and scopes["conv-30"].size == 40
     assert any(q.bm25 for q in asked) and any(q.entities for q in asked)
+    assert any(rowid in scopes["conv-30"].questions for q in asked for rowid in q.bm25)  # the question share acts
     assert rescored == searched
     assert all(len(outcome.scores) == len(asked) for outcome in outcomes)
     table = ideas.markdown(outcomes, asked, "python bench/ideas.py", "env").splitlines()
