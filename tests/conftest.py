@@ -17,6 +17,15 @@ from store.embeddings import OnnxEmbedder
 from store.nlp import NLP
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--ui-screenshot",
+        metavar="PATH",
+        help="save the web page test's picture here too (docs/ui.png is made this way); by default "
+        "it goes to the test's temporary folder, so a test run changes no file of the checkout",
+    )
+
+
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One folder for the exported ONNX model, shared by every test and child process, so the

@@ -31,7 +31,6 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run",
 ]
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "ui.png"
 USER = "ana"
 MEMORIES = [
     ("Ana booked train tickets to Porto for 14 August", {"category": "travel"}),
@@ -140,7 +139,9 @@ def assert_bars_match(page: Any, explanation: Any) -> None:
         assert bar["gate"] == pytest.approx(parts.threshold / parts.max_possible_score, abs=0.005)
 
 
-def test_search_draws_each_score_as_its_parts_and_reranks_live(page: Any, engine: Engine) -> None:
+def test_search_draws_each_score_as_its_parts_and_reranks_live(
+    page: Any, engine: Engine, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     search(page, QUERY)
     explanation = engine.explain(QUERY, user_id=USER)
     assert len(explanation.hits) >= 3
@@ -157,7 +158,9 @@ def test_search_draws_each_score_as_its_parts_and_reranks_live(page: Any, engine
     page.wait_for_selector("form#edit")
     # The picture shows the default database location rather than this test's temporary file.
     page.eval_on_selector(".database", "e => e.textContent = '~/.local/share/trimem/memories.db'")
-    page.screenshot(path=str(SCREENSHOT), full_page=False)
+    picture = Path(request.config.getoption("--ui-screenshot") or tmp_path / "ui.png")
+    page.screenshot(path=str(picture), full_page=False)
+    assert picture.read_bytes().startswith(b"\x89PNG")
 
     page.uncheck("input[name=bm25]")
     page.wait_for_function("() => !document.querySelector('details.analysis').textContent.includes('bm25 +')"
