@@ -255,7 +255,7 @@ def default_signals(
     boosts, active = entity_boosts(question, scope)
     asking = scope.questions if questions is None else questions
     context = scoring.keyword_context(raw, scope.neighbours(list(raw)), CONTEXT, params, asking, question_share)
-    return Signals(question.similarity, context, boosts, params, active)
+    return Signals(question.similarity, context.raw, boosts, params, active)
 
 
 def rank(signals: Signals, threshold: float) -> list[int]:
@@ -305,7 +305,7 @@ def context_weight(weight: float) -> Rescore:
         base = default_signals(q, s)
         context = scoring.keyword_context(
             q.bm25, s.neighbours(list(q.bm25)), weight, base.params, s.questions, QUESTION_SHARE
-        )
+        ).raw
         return base._replace(bm25_raw=context)
 
     return signals
@@ -315,7 +315,7 @@ def context_two_away(q: Asked, s: Scope, _: Keywords) -> Signals:
     base = default_signals(q, s)
     farther = scoring.keyword_context(
         q.bm25, s.neighbours(list(q.bm25), step=2), CONTEXT / 2, base.params, s.questions, QUESTION_SHARE
-    )
+    ).raw
     return base._replace(
         bm25_raw={r: max(v, base.bm25_raw.get(r, 0.0)) for r, v in {**base.bm25_raw, **farther}.items()}
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from store.records import Explanation
+from store.scoring import KEYWORD_SOURCES
 
 TEXT_WIDTH = 48
 COLUMNS = ("rank", "final", "semantic", "bm25", "bm25_raw", "entity", "raw", "max", "id", "text")
@@ -32,6 +33,8 @@ def render(explanation: Explanation) -> str:
         )
     lines.extend(_table(COLUMNS, rows) if rows else ["(no results)"])
     for hit in explanation.hits:
+        if hit.keyword_source not in (None, "own"):
+            lines.append(f"keywords {hit.memory.id[:8]}: {KEYWORD_SOURCES[hit.keyword_source]}")
         if hit.entity_match is not None:
             match = hit.entity_match
             lines.append(

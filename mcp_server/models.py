@@ -25,7 +25,7 @@ from store.records import (
     QueryAnalysis,
     SearchHit,
 )
-from store.scoring import ScoreBreakdown
+from store.scoring import KEYWORD_SOURCES, KeywordSource, ScoreBreakdown
 
 
 def cap(text: str, max_chars: int) -> tuple[str, bool]:
@@ -104,6 +104,11 @@ class ExplainedMemory(ScoredMemory):
         description="final_score = min((semantic_score + bm25_score + entity_boost) / max_possible_score, 1)."
     )
     entity_match: EntityMatch | None = Field(description="The stored entity behind entity_boost, if any.")
+    keyword_source: KeywordSource | None = Field(
+        description="Where bm25_score comes from: "
+        + "; ".join(f"'{source}': {meaning}" for source, meaning in KEYWORD_SOURCES.items())
+        + ". Null when it has none."
+    )
 
 
 class DroppedOut(BaseModel):
@@ -133,7 +138,10 @@ class ExplainOutput(BaseModel):
     @classmethod
     def of(cls, explanation: Explanation, max_chars: int, max_dropped: int) -> ExplainOutput:
         results = [
-            ExplainedMemory.of_hit(hit, max_chars, score_parts=hit.details, entity_match=hit.entity_match)
+            ExplainedMemory.of_hit(
+                hit, max_chars, score_parts=hit.details, entity_match=hit.entity_match,
+                keyword_source=hit.keyword_source,
+            )
             for hit in explanation.hits
         ]
         dropped = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .scoring import ScoreBreakdown
+from .scoring import KeywordSource, ScoreBreakdown
 
 if TYPE_CHECKING:
     from .db import MemoryRow
@@ -60,12 +60,14 @@ class EntityMatch:
 
 @dataclass(frozen=True)
 class SearchHit:
-    """A ranked memory with its fused score in [0, 1]; ``details`` only when explained."""
+    """A ranked memory with its fused score in [0, 1]; ``details``, and where its entity boost
+    and keyword score come from, only when explained."""
 
     memory: Memory
     score: float
     details: ScoreBreakdown | None = None
     entity_match: EntityMatch | None = None
+    keyword_source: KeywordSource | None = None
 
 
 @dataclass(frozen=True)

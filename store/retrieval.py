@@ -90,6 +90,7 @@ class Signals:
     boosts: dict[int, float]
     entity_active: bool
     entity_matches: dict[int, EntityMatch] = field(default_factory=dict)
+    keyword_sources: dict[int, scoring.KeywordSource] = field(default_factory=dict)
 
 
 # --- 1. prepare -------------------------------------------------------------------------
@@ -129,10 +130,11 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
     # Expired memories are kept out inside each signal's SQL, like the metadata filters: they
     # take no over-fetch slot and add no keyword or entity share to the denominator.
     fsql, fparams = request.live_filter
-    bm25_raw: dict[int, float] = {}
+    keywords: scoring.KeywordContext[int] = scoring.KeywordContext({}, {})
     if request.options.use_bm25:
-        bm25_raw = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
-        bm25_raw = keyword_context(conn, bm25_raw, request, len(prepared.terms))
+        hits = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
+        keywords = keyword_context(conn, hits, request, len(prepared.terms))
+    bm25_raw = keywords.raw
     # The reference pool ranks only vector candidates, so only their links are needed; the
     # union pool adds the keyword hits and, like the other signals, up to ``limit`` memories
     # of the entity signal's own.
@@ -146,7 +148,7 @@ def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: Sear
         if missing and len(distances) >= limit:
             missing = reachable_outside_pool(prepared, request, distances, missing, bm25_raw, boosts, entity_active)
         distances.update(db.distances_for(conn, prepared.embedding, missing))
-    return Signals(distances, bm25_raw, boosts, entity_active, matches)
+    return Signals(distances, bm25_raw, boosts, entity_active, matches, keywords.source)
 
 
 def reachable_outside_pool(
@@ -173,18 +175,17 @@ def reachable_outside_pool(
 
 def keyword_context(
     conn: apsw.Connection, bm25_raw: dict[int, float], request: SearchRequest, term_count: int
-) -> dict[int, float]:
+) -> scoring.KeywordContext[int]:
     """The keyword hits, plus the memories beside them (same scope, rowid ± 1) scored at
     ``keyword_context`` × the hit's raw BM25, or × its squashed score with
     ``keyword_context_share = "score"``; hits that end with a question mark keep
     ``question_keywords`` of their own (see ``scoring.keyword_context``)."""
     options = request.options
     weight, question_share = options.keyword_context, options.question_keywords
-    if (weight <= 0 and question_share >= 1) or not bm25_raw:
-        return bm25_raw
     fsql, fparams = request.live_filter
-    adjacent = db.adjacent_memories(conn, list(bm25_raw), request.scope, fsql, fparams) if weight > 0 else {}
-    questions = db.questions_among(conn, list(bm25_raw)) if question_share < 1 else set()
+    rowids = list(bm25_raw)
+    adjacent = db.adjacent_memories(conn, rowids, request.scope, fsql, fparams) if weight > 0 else {}
+    questions = db.questions_among(conn, rowids) if question_share < 1 else set()
     params = scoring.bm25_params(term_count) if options.keyword_context_share == "score" else None
     return scoring.keyword_context(bm25_raw, adjacent, weight, params, questions, question_share)
 
@@ -298,6 +299,7 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
             score=breakdown.final_score,
             details=breakdown if explain else None,
             entity_match=signals.entity_matches.get(rowid) if explain else None,
+            keyword_source=signals.keyword_sources.get(rowid) if explain and breakdown.bm25_score else None,
         )
         for rowid, breakdown in fusion.ranked
     ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 Key = TypeVar("Key", bound=Hashable)
 
@@ -128,6 +128,23 @@ def score_share(bm25_raw: float, weight: float, params: SigmoidParams) -> float:
     return min(bm25_raw_for(weight * normalize_bm25(bm25_raw, params), params), bm25_raw)
 
 
+KeywordSource = Literal["own", "question", "beside"]
+KEYWORD_SOURCES: dict[KeywordSource, str] = {
+    "own": "the memory's own words",
+    "question": "its own words, at the share a memory ending with '?' keeps",
+    "beside": "a share of the keyword score of the memory stored just before or after it in the same scope",
+}
+"""Where a memory's keyword score comes from, as explanations say it."""
+
+
+@dataclass(frozen=True)
+class KeywordContext(Generic[Key]):
+    """Raw BM25 scores after keyword context, and where each comes from."""
+
+    raw: dict[Key, float]
+    source: dict[Key, KeywordSource]
+
+
 def keyword_context(
     bm25_raw: Mapping[Key, float],
     neighbours: Mapping[Key, Sequence[Key]],
@@ -135,7 +152,7 @@ def keyword_context(
     params: SigmoidParams | None = None,
     questions: Collection[Key] = (),
     question_share: float = 1.0,
-) -> dict[Key, float]:
+) -> KeywordContext[Key]:
     """Raw BM25 scores where a memory also earns ``weight`` × a neighbour's keyword score,
     and a question keeps ``question_share`` of its own.
 
@@ -151,25 +168,25 @@ def keyword_context(
     The hits in ``questions`` (memories that ask) keep only ``question_share`` of their own
     score, yet pass on their neighbours' share of the whole of it: a question repeats the
     words a later query asks with, its answer is beside it. With ``weight`` 0 and
-    ``question_share`` 1 the input comes back unchanged; all scores stay ≥ 0, and no
-    score but a question's drops.
+    ``question_share`` 1 the scores come back unchanged, each its memory's "own"; all
+    scores stay ≥ 0, and no score but a question's drops.
     """
 
     def share(raw: float, part: float) -> float:
         return part * raw if params is None else score_share(raw, part, params)
 
-    context = {
-        key: share(raw, question_share) if question_share < 1 and key in questions else raw
-        for key, raw in bm25_raw.items()
-    }
-    if weight <= 0:
-        return context
+    scores: dict[Key, float] = {}
+    source: dict[Key, KeywordSource] = {}
     for key, raw in bm25_raw.items():
-        inherited = share(raw, weight)
-        for neighbour in neighbours.get(key, ()):
-            if inherited > context.get(neighbour, 0.0):
-                context[neighbour] = inherited
-    return context
+        asks = question_share < 1 and key in questions
+        scores[key], source[key] = (share(raw, question_share), "question") if asks else (raw, "own")
+    if weight > 0:
+        for key, raw in bm25_raw.items():
+            inherited = share(raw, weight)
+            for neighbour in neighbours.get(key, ()):
+                if inherited > scores.get(neighbour, 0.0):
+                    scores[neighbour], source[neighbour] = inherited, "beside"
+    return KeywordContext(scores, source)
 
 
 def max_possible_score(has_bm25: bool, has_entity: bool) -> float:

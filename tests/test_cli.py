@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from mcp_server.cli import cli
 from store import Config, Engine
+from store.scoring import KEYWORD_SOURCES
 
 
 @pytest.fixture
@@ -67,6 +68,20 @@ def test_search_explain_prints_a_table(run: Callable) -> None:
     explained = output_json(run("search", "Where does Ana work?", "--explain", "--threshold", "0.3"))
     assert explained["analysis"]["term_count"] == 2 and explained["dropped"][0]["reason"] == "below_threshold"
     assert explained["results"][0]["score_parts"]["threshold"] == 0.3  # explain_search's shape
+
+
+def test_search_explain_says_where_a_keyword_score_comes_from(run: Callable) -> None:
+    for text in ("Bob is a carpenter", "Ana likes green tea", "The kitchen needs a new tap"):  # so words weigh
+        run("add", text)
+    run("add", "Ana: How did the children take the news about the accident?")
+    run("add", "Ben: They were scared at first, but we reassured them and they are fine now.")
+    query = "How did the children handle the accident?"
+    table = run("search", query, "--explain", "--format", "table").stdout
+    assert f": {KEYWORD_SOURCES['question']}" in table and f": {KEYWORD_SOURCES['beside']}" in table
+    explained = output_json(run("search", query, "--explain"))["results"]
+    sources = {hit["text"].split(" ")[0]: hit["keyword_source"] for hit in explained}
+    assert sources.pop("Ana:") == "question" and sources.pop("Ben:") == "beside"
+    assert set(sources.values()) <= {None}  # the other memories share no word with the query
 
 
 def test_list_get_update_history_delete(run: Callable, engine: Engine) -> None:

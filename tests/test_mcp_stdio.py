@@ -72,6 +72,7 @@ async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
     assert explained["results"][0]["text"] == "Ana's sister Marta lives in Madrid"
     assert "madrid" in explained["analysis"]["entities"]
     assert explained["results"][0]["entity_match"] is not None
+    assert explained["results"][0]["keyword_source"] == "own"
     assert [(d["text"], d["reason"]) for d in explained["dropped"]] == [("Ana moved to Lisbon in 2023", "filtered")]
     assert explained["dropped_total"] == 1
 

@@ -278,6 +278,8 @@ def test_the_default_ranking_finds_the_answer_beside_the_question(engine: Engine
     question, answer = by_text[CONVERSATION[0]], by_text[CONVERSATION[1]]
     assert answer.bm25_score == pytest.approx(question.bm25_score) and answer.bm25_score > 0
     assert {hit.memory.text for hit in trimem.hits[:2]} == set(CONVERSATION[:2])
+    sources = {hit.memory.text: hit.keyword_source for hit in trimem.hits}
+    assert sources[CONVERSATION[0]] == "question" and sources[CONVERSATION[1]] == "beside"
 
     mem0_config = engine.config.replace(
         "search", ranking="mem0", candidate_pool="union", keyword_context=1.0, question_keywords=0.0
@@ -288,6 +290,7 @@ def test_the_default_ranking_finds_the_answer_beside_the_question(engine: Engine
     by_text = {hit.memory.text: hit.details for hit in reference.hits}
     assert by_text[CONVERSATION[1]].bm25_raw == 0
     assert by_text[CONVERSATION[0]].bm25_score == pytest.approx(2 * question.bm25_score)
+    assert {hit.memory.text: hit.keyword_source for hit in reference.hits}[CONVERSATION[0]] == "own"
 
 
 def test_a_memory_that_asks_keeps_its_share_of_its_own_keyword_score(engine: Engine) -> None:

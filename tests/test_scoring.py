@@ -193,15 +193,17 @@ def test_keyword_context_gives_neighbours_half_a_hit() -> None:
     hits = {"question": 8.0, "other": 2.0}
     neighbours = {"question": ["answer", "other"], "other": ["question"]}
     context = scoring.keyword_context(hits, neighbours, 0.5)
-    assert context == {"question": 8.0, "other": 4.0, "answer": 4.0}  # "other" keeps the larger
-    assert scoring.keyword_context(hits, neighbours, 0.0) == hits
+    assert context.raw == {"question": 8.0, "other": 4.0, "answer": 4.0}  # "other" keeps the larger
+    assert context.source == {"question": "own", "other": "beside", "answer": "beside"}
+    unchanged = scoring.keyword_context(hits, neighbours, 0.0)
+    assert unchanged.raw == hits and set(unchanged.source.values()) == {"own"}
 
 
 def test_keyword_context_as_a_score_gives_neighbours_half_of_what_a_hit_adds() -> None:
     params = scoring.bm25_params(2)  # midpoint 5, steepness 0.7
     hits = {"question": 12.0, "name": 0.01}
     neighbours = {"question": ["answer"], "name": ["beside"]}
-    context = scoring.keyword_context(hits, neighbours, 0.5, params)
+    context = scoring.keyword_context(hits, neighbours, 0.5, params).raw
     half = 0.5 / (1 + math.exp(-0.7 * (12.0 - 5.0)))
     assert scoring.normalize_bm25(context["answer"], params) == pytest.approx(half)
     assert context["answer"] < 6.0  # half the raw score would squash to 0.5, not ~0.5 of 0.993
@@ -213,16 +215,21 @@ def test_a_question_keeps_its_share_and_passes_on_the_whole() -> None:
     params = scoring.bm25_params(2)
     hits = {"question": 12.0, "statement": 12.0, "reply to the reply": 3.0}
     neighbours = {"question": ["answer"], "reply to the reply": ["question"]}
-    context = scoring.keyword_context(hits, neighbours, 0.5, params, {"question"}, 0.5)
+    scored = scoring.keyword_context(hits, neighbours, 0.5, params, {"question"}, 0.5)
+    context = scored.raw
+    assert scored.source == {
+        "question": "question", "statement": "own", "reply to the reply": "own", "answer": "beside"
+    }
     half = scoring.normalize_bm25(12.0, params) / 2
     assert scoring.normalize_bm25(context["question"], params) == pytest.approx(half)
     assert context["answer"] == pytest.approx(context["question"])  # half of the question's whole score
     assert context["statement"] == 12.0 and context["reply to the reply"] == 3.0
     unchanged = scoring.keyword_context(hits, neighbours, 0.5, params, {"question"}, 1.0)
-    assert unchanged["question"] == 12.0
+    assert unchanged.raw["question"] == 12.0 and unchanged.source["question"] == "own"
     # a neighbour's share is kept when it is more than the question's own
-    assert scoring.keyword_context({"question": 1.0, "before": 12.0}, {"before": ["question"]}, 0.5, None,
-                                   {"question"}, 0.5)["question"] == 6.0
+    beside = scoring.keyword_context({"question": 1.0, "before": 12.0}, {"before": ["question"]}, 0.5, None,
+                                     {"question"}, 0.5)
+    assert beside.raw["question"] == 6.0 and beside.source["question"] == "beside"
 
 
 @given(score=st.floats(0.0, 1.0), terms=st.integers(0, 20))
@@ -250,7 +257,10 @@ def test_keyword_context_lowers_no_score_but_a_questions_nor_exceeds_the_best(
 ) -> None:
     neighbours = {key: [key - 1, key + 1] for key in hits}
     params = None if share is None else scoring.bm25_params(share)
-    context = scoring.keyword_context(hits, neighbours, weight, params, questions, question_share)
+    scored = scoring.keyword_context(hits, neighbours, weight, params, questions, question_share)
+    context = scored.raw
+    assert scored.source.keys() == context.keys()
+    assert all(scored.source[key] == "own" for key, raw in hits.items() if context[key] == raw and key not in questions)
     assert all(context[key] >= raw for key, raw in hits.items() if key not in questions or question_share == 1)
     assert all(context.get(key, 0.0) >= 0.0 for key in hits)
     assert all(value <= max(hits.values()) for value in context.values())

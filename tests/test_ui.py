@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from store import Engine, NotFound
+from store.scoring import KEYWORD_SOURCES
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -151,6 +152,9 @@ def test_search_draws_each_score_as_its_parts_and_reranks_live(
     assert len(makeups) >= 2, "the picture should show bars of different make-up"
 
     page.click("li.hit:first-child details.why summary")
+    first = explanation.hits[0]
+    expected = KEYWORD_SOURCES[first.keyword_source] if first.keyword_source else "no keyword score"
+    assert expected in page.inner_text("li.hit:first-child details.why")
     page.click("details.analysis summary")
     assert "porto" in page.inner_text("details.analysis")
     assert "midpoint" in page.inner_text("details.analysis")

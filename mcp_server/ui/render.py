@@ -16,6 +16,7 @@ from string import Template
 from typing import Any
 
 from store.records import Explanation, HistoryEvent, Memory, ScopeCount, SearchHit
+from store.scoring import KEYWORD_SOURCES
 
 from ..tables import metadata_pair
 
@@ -148,12 +149,18 @@ def hit_details(hit: SearchHit) -> str:
     parts = hit.details
     rows = [
         ("semantic", f"{parts.semantic_score:.3f}", "cosine similarity; must reach the gate"),
-        ("bm25", f"{parts.bm25_score:.3f}", f"raw BM25 {parts.bm25_raw:.2f} through the sigmoid"),
+        ("bm25", f"{parts.bm25_score:.3f}", keyword_note(hit)),
         ("entity", f"{parts.entity_boost:.3f}", entity_note(hit)),
         ("sum", f"{parts.raw_score:.3f}", f"÷ {parts.max_possible_score:g} (the signals that fired)"),
         ("final", f"{parts.final_score:.3f}", ""),
     ]
     return f'<details class="why"><summary>why this score</summary>{table(rows)}</details>'
+
+
+def keyword_note(hit: SearchHit) -> str:
+    if hit.keyword_source is None:
+        return "no keyword score"
+    return f"raw BM25 {hit.details.bm25_raw:.2f} through the sigmoid, from {KEYWORD_SOURCES[hit.keyword_source]}"
 
 
 def entity_note(hit: SearchHit) -> str:
