@@ -247,14 +247,15 @@ def default_signals(
     term_count: int | None = None,
     questions: frozenset[int] | None = None,
     question_share: float = QUESTION_SHARE,
+    weight: float = CONTEXT,
 ) -> Signals:
-    """The shipped ranking's signals (``configs/default.toml``), with other keyword hits, or
-    other memories taken for questions, if given."""
+    """The shipped ranking's signals (``configs/default.toml``), with other keyword hits, other
+    memories taken for questions, or another keyword-context weight, if given."""
     params = scoring.bm25_params(len(question.terms) if term_count is None else term_count)
     raw = question.bm25 if bm25 is None else bm25
     boosts, active = entity_boosts(question, scope)
     asking = scope.questions if questions is None else questions
-    context = scoring.keyword_context(raw, scope.neighbours(list(raw)), CONTEXT, params, asking, question_share)
+    context = scoring.keyword_context(raw, scope.neighbours(list(raw)), weight, params, asking, question_share)
     return Signals(question.similarity, context.raw, boosts, params, active)
 
 
@@ -302,11 +303,7 @@ def speaker(text: str) -> str:
 
 def context_weight(weight: float) -> Rescore:
     def signals(q: Asked, s: Scope, _: Keywords) -> Signals:
-        base = default_signals(q, s)
-        context = scoring.keyword_context(
-            q.bm25, s.neighbours(list(q.bm25)), weight, base.params, s.questions, QUESTION_SHARE
-        ).raw
-        return base._replace(bm25_raw=context)
+        return default_signals(q, s, weight=weight)
 
     return signals
 

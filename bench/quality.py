@@ -33,6 +33,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 from bench import locomo, metrics, report  # noqa: E402
 from store import Config, Engine, load_config, retrieval, scoring  # noqa: E402
+from store.config import MEM0_RANKING  # noqa: E402
 from store.embeddings import Embedder, open_embedder  # noqa: E402
 from store.engine import MemoryInput  # noqa: E402
 from store.nlp import NLP  # noqa: E402
@@ -46,7 +47,7 @@ REFERENCE = "Mem0 (reference)"
 DEFAULT = "trimem (default)"
 MEM0 = {"ranking": "mem0"}
 """Mem0's exact behaviour; variants measured against it build on this."""
-MEM0_SIGNALS = {"keyword_context": 0.0, "question_keywords": 1.0, "entity_weighting": "mem0", "entity_match": "all"}
+MEM0_SIGNALS = {key: value for key, value in MEM0_RANKING.items() if key != "candidate_pool"}
 """trimem's departures from Mem0 other than the union pool, turned off."""
 WHOLE_QUESTIONS = {"question_keywords": 1.0}
 """Questions keep their whole keyword score, as before ``question_keywords``."""
