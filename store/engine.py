@@ -111,6 +111,9 @@ class Engine:
         self.path = config.database
         self._lock = threading.RLock()
         self._conn = connection.connect(self.path)
+        # Read once, now: the write connection may only be touched under ``_lock``, and whether
+        # the file opened read-only never changes while it is open.
+        self._read_only = self._conn.readonly("main")
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
@@ -128,7 +131,7 @@ class Engine:
     @property
     def read_only(self) -> bool:
         """True when the file could only be opened for reading."""
-        return self._conn.readonly("main")
+        return self._read_only
 
     def close(self) -> None:
         """Close every database connection (readers in use close when their read ends)."""

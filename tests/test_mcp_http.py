@@ -73,3 +73,60 @@ def test_http_is_quiet_one_info_line_and_no_access_log(http_server: str, tmp_pat
     [info] = [line for line in lines if " INFO " in line and "exporting" not in line]  # export: once per install
     assert f"trimem serving {tmp_path / 'http.db'} for user_id='default'; models: " in info
     assert not [line for line in lines if "WARNING" in line or "ERROR" in line or "%" in line], lines
+
+
+def test_twenty_concurrent_sessions_all_succeed_and_every_acknowledged_write_is_stored(
+    http_server: str, tmp_path: Path
+) -> None:
+    """20 sessions at once in one server, each making 20 calls (adds, searches, lists, gets and
+    updates interleaved): every call succeeds, and every add it acknowledged is stored once."""
+    sessions, calls = 20, 20
+    failures: list[str] = []
+    acknowledged: dict[str, str] = {}
+
+    async def session(number: int) -> None:
+        user = f"user-{number % 4}"  # several sessions share each user, so their writes contend
+        async with Client(http_server) as client:
+            own: list[str] = []
+            for call in range(calls):
+                kind = call % 5
+                if kind in (0, 1):
+                    text = f"Session {number} note {call}: the courier comes on day {call + number}"
+                    name, arguments = "add_memory", {"text": text, "user_id": user}
+                elif kind == 2:
+                    name, arguments = "search_memory", {"query": f"courier day {call}", "user_id": user}
+                elif kind == 3:
+                    name, arguments = "list_memories", {"user_id": user, "limit": 5}
+                elif own:
+                    name, arguments = "update_memory", {
+                        "memory_id": own[-1], "user_id": user, "metadata": {"checked": call}}
+                else:
+                    name, arguments = "get_memory", {"memory_id": "no-such-id", "user_id": user}
+                result = await client.call_tool(name, arguments)
+                expected_error = name == "get_memory"
+                if result.is_error != expected_error:
+                    failures.append(f"{name} in session {number}: {result.content[0].text}")
+                elif name == "add_memory":
+                    memory = result.structured_content["results"][0]["memory"]
+                    own.append(memory["id"])
+                    acknowledged[memory["id"]] = arguments["text"]
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            for number in range(sessions):
+                group.start_soon(session, number)
+
+    anyio.run(scenario)
+    assert failures == []
+    assert len(acknowledged) == sessions * 8
+
+    async def stored() -> dict[str, str]:
+        found: dict[str, str] = {}
+        async with Client(http_server) as client:
+            for user in range(4):
+                page = await client.call_tool("list_memories", {"user_id": f"user-{user}", "limit": 100})
+                found.update({m["id"]: m["text"] for m in page.structured_content["memories"]})
+        return found
+
+    assert anyio.run(stored) == acknowledged
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
