@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -264,6 +265,7 @@ def serve(config: Config, transport: str, port: int) -> None:
 
     server = build_server(config)
     if transport == "stdio":
+        exit_on_stop_signals()
         server.run("stdio")
     else:
         import anyio
@@ -275,7 +277,26 @@ def serve(config: Config, transport: str, port: int) -> None:
         level = config.server.log_level.lower()
         settings = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
                                   log_level=level if level == "debug" else "warning")
-        anyio.run(uvicorn.Server(settings).serve)
+        # Uvicorn stops on Ctrl-C after the requests in flight, then raises it again: the stop
+        # was asked for, so it ends the command quietly rather than as "Aborted!".
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(uvicorn.Server(settings).serve)
+
+
+def exit_on_stop_signals() -> None:
+    """End the stdio server at once on Ctrl-C or SIGTERM, with status 0.
+
+    The stdio transport reads stdin on a worker thread that no cancellation reaches, so an
+    orderly shutdown would wait for the client's next line (Ctrl-C seemed to do nothing).
+    Nothing needs that wait: an acknowledged write is committed already, and a write cut
+    short is rolled back by SQLite when the file is next opened.
+    """
+
+    def stop(_signum: int, _frame: object) -> None:
+        os._exit(0)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
 
 
 @cli.command()
