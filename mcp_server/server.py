@@ -4,7 +4,8 @@
 and loads the models in a background thread, so the ``initialize`` answer never waits
 for the database, ONNX Runtime or spaCy; the first tool call waits only for what it
 needs that is still loading. Each tool validates its arguments through its type hints, applies the
-default scope, makes one ``Engine`` call and shapes the result (``models.py``): no SQL
+default scope, makes one ``Engine`` call and shapes the result: the full record as
+structured content (``models.py``), a short text for the model (``replies.py``). No SQL
 and no scoring here.
 """
 
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, Tool, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from store.config import Config
@@ -30,7 +31,7 @@ from store.errors import TrimemError
 if TYPE_CHECKING:
     from store.engine import Engine
 
-from . import default_scope, named_scope
+from . import default_scope, named_scope, replies
 from .models import (
     AddOutput,
     DeletedCount,
@@ -41,6 +42,7 @@ from .models import (
     MemoryPage,
     SearchOutput,
 )
+from .replies import reply
 
 log = logging.getLogger(__name__)
 
@@ -166,46 +168,77 @@ def engine_of(ctx: Context) -> "Engine":
 
 
 # Argument types shared by the tools; descriptions are what the model reads.
-UserId = Annotated[
-    str | None,
-    Field(description="Whose memories: a user id such as 'ana'. Omitted, it is the default user."),
-]
-AgentId = Annotated[str | None, Field(description="Narrows to one agent's memories of that user, e.g. "
-                                      "'travel_planner'.")]
-RunId = Annotated[str | None, Field(description="Narrows to one session or task run of that user.")]
-MemoryId = Annotated[str, Field(min_length=1, description="A memory id, as returned by add_memory, search_memory "
-                                "or list_memories; its first 8 characters are enough when no other id starts "
-                                "with them.")]
-Metadata = Annotated[
-    dict[str, Any] | None,
-    Field(description="Any JSON object stored with the memory, e.g. {\"category\": \"food\"}; searchable by filters."),
-]
+# The server's instructions explain scopes once; each argument says only what its name does not.
+UserId = Annotated[str | None, Field(description="Omitted: the default user.")]
+AgentId = Annotated[str | None, Field(description="Narrows within the user.")]
+RunId = Annotated[str | None, Field(description="Narrows within the user.")]
+MemoryId = Annotated[str, Field(min_length=1, description="An id as the other tools show it.")]
+Metadata = Annotated[dict[str, Any] | None, Field(description="A JSON object, e.g. {\"category\": \"food\"}.")]
 Filters = Annotated[
     dict[str, Any] | None,
-    Field(description="Metadata filter, Mem0 style: {\"category\": \"work\"}, {\"priority\": {\"gte\": 3}}, "
-          "{\"tags\": {\"contains\": \"x\"}}, {\"OR\": [{...}, {...}]}, {\"NOT\": {...}}. Operators: eq ne gt gte "
-          "lt lte in nin contains icontains; \"*\" means the key exists. created_at and updated_at are the memory's "
-          "own UTC timestamps, compared as dates or times: {\"created_at\": {\"gte\": \"2026-12-01\"}}."),
+    Field(description="On metadata, created_at or updated_at: {\"category\": \"work\"}, {\"priority\": {\"gte\": "
+          "3}}, {\"OR\": [...]}, {\"NOT\": {...}}; ops eq ne gt gte lt lte in nin contains icontains."),
 ]
-ShowExpired = Annotated[bool, Field(description="Also return memories whose expiration_date has passed.")]
+ShowExpired = Annotated[bool, Field(description="Include memories past their expiration_date.")]
 ExpirationDate = Annotated[
     str | None,
-    Field(pattern=r"^\s*\d{4}-\d{2}-\d{2}\s*$", description="YYYY-MM-DD, today or later: hidden once this day has ended (UTC), e.g. for "
-          "plans."),
+    Field(pattern=r"^\s*\d{4}-\d{2}-\d{2}\s*$", description="YYYY-MM-DD (UTC), today or later; hidden after it."),
 ]
 
 
 class Message(BaseModel):
     """One turn of a conversation to remember."""
 
-    role: Literal["user", "assistant", "system"] = Field(description="System messages are skipped.")
+    role: Literal["user", "assistant", "system"] = Field(description="system is skipped.")
     content: str = Field(min_length=1)
-    name: str | None = Field(default=None, description="The speaker's name, stored as actor_id.")
+    name: str | None = Field(default=None, description="The speaker.")
 
 
-def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None" = None) -> MCPServer[State]:
+def without_titles(schema: Any) -> Any:
+    """A JSON schema without the titles pydantic derives from names: the names say it already."""
+    if isinstance(schema, dict):
+        return {key: without_titles(value) for key, value in schema.items()
+                if not (key == "title" and isinstance(value, str))}
+    if isinstance(schema, list):
+        return [without_titles(item) for item in schema]
+    return schema
+
+
+def lean_input(schema: Any) -> Any:
+    """An input schema as a model needs it: no titles, and an optional argument as its type alone
+    (``anyOf [T, null]`` with default null is T, no default: a model leaves out what it does not
+    mean to send), and no ``additionalProperties: true``, which JSON Schema assumes."""
+    schema = without_titles(schema)
+    if isinstance(schema, dict):
+        schema = {key: lean_input(value) for key, value in schema.items()
+                  if not (key == "default" and value is None) and not (key == "additionalProperties" and value is True)}
+        options = schema.get("anyOf")
+        if options and {"type": "null"} in options and "default" not in schema:
+            kept = [option for option in options if option != {"type": "null"}]
+            schema = {key: value for key, value in schema.items() if key != "anyOf"}
+            schema.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
+    elif isinstance(schema, list):
+        schema = [lean_input(item) for item in schema]
+    return schema
+
+
+class TrimemServer(MCPServer[State]):
+    """The SDK's server, listing its tools leaner: every client passes the input schemas to the
+    model in every conversation, so what no model needs is left out of them. Arguments are
+    still validated against the full signatures, and the output schemas keep every type."""
+
+    async def list_tools(self) -> list[Tool]:
+        return [
+            tool.model_copy(update={
+                "input_schema": lean_input(tool.input_schema), "output_schema": without_titles(tool.output_schema),
+            })
+            for tool in await super().list_tools()
+        ]
+
+
+def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None" = None) -> TrimemServer:
     """The MCP server for ``config``; ``open_engine`` lets tests share loaded models."""
-    server: MCPServer[State] = MCPServer(
+    server = TrimemServer(
         "trimem",
         title="trimem memory",
         instructions=INSTRUCTIONS,
@@ -219,12 +252,11 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
     count_range = {"minimum": 1, "maximum": limits.max_top_k}
     TopK = Annotated[
         int,
-        Field(json_schema_extra=count_range, description=f"How many memories to return, 1 to {limits.max_top_k}."),
+        Field(json_schema_extra=count_range, description="How many to return."),
     ]
     Threshold = Annotated[
         float,
-        Field(ge=0.0, le=1.0, description="The semantic gate: memories less similar in meaning than this are never "
-              "returned, whatever their keywords. 0.1 keeps loosely related ones; 0.3 or more only close ones."),
+        Field(ge=0.0, le=1.0, description="Least similarity in meaning; 0.3 or more keeps only close ones."),
     ]
     # Optional texts are ``Text = None``, not ``Text | None``: the SDK JSON-decodes string
     # arguments of every field not typed plain ``str`` (for clients that send objects as JSON
@@ -247,37 +279,31 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
     @tool(read_only=False)
     def add_memory(
         ctx: Context,
-        text: Annotated[Text, Field(description="One self-contained fact, e.g. 'Ana is allergic to "
-                                          "peanuts'. Send text or messages, not both.")] = None,
-        messages: Annotated[list[Message] | None, Field(min_length=1, description="A conversation: each user and "
-                                                        "assistant message is stored as its own memory.")] = None,
+        text: Annotated[Text, Field(description="One self-contained fact. Send text or messages.")] = None,
+        messages: Annotated[list[Message] | None, Field(min_length=1, description="Each message becomes a "
+                                                        "memory.")] = None,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
         metadata: Metadata = None,
         expiration_date: ExpirationDate = None,
-    ) -> AddOutput:
-        """Remember a fact for later conversations.
-
-        Call this when the user shares something worth recalling later: a preference, a
-        plan, a person, a decision. Store one short fact that reads well on its own
-        ("Ana's daughter Lucía starts school in September"), not a transcript. Storing the
-        same text twice is harmless: event DUPLICATE returns the memory already stored.
+    ) -> Annotated[CallToolResult, AddOutput]:
+        """Remember what the user shares that is worth recalling later: a preference, plan, person or
+        decision, as one short fact that reads well on its own. A repeat returns the stored one.
         """
         if (text is None) == (messages is None):
             raise ToolError("send exactly one of text (a fact as a sentence) or messages (a list of {role, content})")
         content = text if text is not None else [m.model_dump(exclude_none=True) for m in messages]
-        added = engine_of(ctx).add(
-            content, **default_scope(config, user_id, agent_id, run_id),
-            metadata=metadata, expiration_date=expiration_date,
+        scope = default_scope(config, user_id, agent_id, run_id)
+        added = AddOutput.of(
+            engine_of(ctx).add(content, **scope, metadata=metadata, expiration_date=expiration_date), max_chars
         )
-        return AddOutput.of(added, max_chars)
+        return reply(added, replies.added_text(added, scope))
 
     @tool(read_only=True)
     def search_memory(
         ctx: Context,
-        query: Annotated[Text, Field(description="What you want to recall, in plain words, e.g. 'Ana food "
-                                     "allergies'.")],
+        query: Annotated[Text, Field(description="What to recall, in plain words.")],
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
@@ -285,21 +311,16 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         threshold: Threshold = config.search.threshold,
         filters: Filters = None,
         show_expired: ShowExpired = False,
-    ) -> SearchOutput:
-        """Recall stored memories relevant to a question, best first.
-
-        Call this before answering whenever earlier conversations might matter: the
-        user's preferences, people, projects, plans. Ranking fuses meaning (embeddings),
-        keywords (BM25) and named things (people, places, products) into a score from 0
-        to 1; above about 0.5 is a strong match, below 0.2 is loosely related. An empty
-        result means nothing relevant is stored. explain_search shows why a memory ranked
-        where it did.
+    ) -> Annotated[CallToolResult, SearchOutput]:
+        """Recall memories relevant to a question, best first. Call it before answering whenever earlier
+        conversations may matter. Scores run 0 to 1: above 0.5 is a strong match, below 0.2 loose.
         """
+        scope = default_scope(config, user_id, agent_id, run_id)
         hits = engine_of(ctx).search(
-            query, **default_scope(config, user_id, agent_id, run_id),
-            top_k=top_k, threshold=threshold, filters=filters, show_expired=show_expired,
+            query, **scope, top_k=top_k, threshold=threshold, filters=filters, show_expired=show_expired
         )
-        return SearchOutput.of(hits, max_chars)
+        found = SearchOutput.of(hits, max_chars)
+        return reply(found, replies.search_text(found, scope))
 
     @tool(read_only=True)
     def explain_search(
@@ -313,16 +334,9 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         filters: Filters = None,
         show_expired: ShowExpired = False,
     ) -> ExplainOutput:
-        """Run search_memory and show every part of every score, to debug a ranking.
-
-        Use it when a memory you expected is missing or ranked low. Each result carries
-        semantic_score (meaning, 0 to 1), bm25_score (keywords, squashed from bm25_raw by a
-        sigmoid whose midpoint and steepness depend on the query's term count),
-        entity_boost (up to 0.5, from a matched entity), raw_score, and the
-        max_possible_score it is divided by (1, +1 if any keyword matched, +0.5 if any
-        entity did). The analysis shows the lemmatized terms and entities of the query;
-        dropped lists candidates below the semantic threshold, expired, or kept out by
-        the filters.
+        """search_memory with every part of every score (meaning, keywords, entities and what they are
+        divided by), how the query was read, and the candidates dropped: for a memory missing or
+        ranked low.
         """
         explanation = engine_of(ctx).explain(
             query, **default_scope(config, user_id, agent_id, run_id),
@@ -333,10 +347,11 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
     @tool(read_only=True)
     def get_memory(
         ctx: Context, memory_id: MemoryId, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
-    ) -> MemoryOut:
-        """Fetch one memory by its id (from search_memory or list_memories), with its metadata and dates."""
-        memory = engine_of(ctx).get(memory_id, **default_scope(config, user_id, agent_id, run_id))
-        return MemoryOut.of(memory, max_chars)
+    ) -> Annotated[CallToolResult, MemoryOut]:
+        """One memory by id, with its metadata and dates."""
+        scope = default_scope(config, user_id, agent_id, run_id)
+        memory = MemoryOut.of(engine_of(ctx).get(memory_id, **scope), max_chars)
+        return reply(memory, replies.memory_line(memory, scope))
 
     @tool(read_only=True)
     def list_memories(
@@ -346,76 +361,67 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         run_id: RunId = None,
         filters: Filters = None,
         show_expired: ShowExpired = False,
-        limit: Annotated[int, Field(json_schema_extra=count_range, description=f"Page size, 1 to "
-                                    f"{limits.max_top_k}.")] = 20,
-        offset: Annotated[int, Field(ge=0, description="Memories to skip; use next_offset from the last page.")] = 0,
-    ) -> MemoryPage:
-        """List stored memories, newest first, one page at a time.
-
-        Use it to review everything remembered about someone or to find an id; to answer
-        a question, search_memory is better.
-        """
-        memories = engine_of(ctx).list(
-            **default_scope(config, user_id, agent_id, run_id),
-            filters=filters, show_expired=show_expired, limit=limit, offset=offset,
-        )
-        return MemoryPage.of(memories, limit, offset, max_chars)
+        limit: Annotated[int, Field(json_schema_extra=count_range)] = 20,
+        offset: Annotated[int, Field(ge=0, description="From the last page's next_offset.")] = 0,
+    ) -> Annotated[CallToolResult, MemoryPage]:
+        """A page of memories, newest first, to review them or find an id (search_memory answers
+        questions better)."""
+        scope = default_scope(config, user_id, agent_id, run_id)
+        memories = engine_of(ctx).list(**scope, filters=filters, show_expired=show_expired, limit=limit, offset=offset)
+        page = MemoryPage.of(memories, limit, offset, max_chars)
+        return reply(page, replies.page_text(page, scope))
 
     @tool(read_only=False, destructive=True)
     def update_memory(
         ctx: Context,
         memory_id: MemoryId,
-        text: Annotated[Text, Field(description="The corrected fact, replacing the old text.")] = None,
-        metadata: Annotated[Metadata, Field(description="Keys to set in the stored metadata (a key sent as null is "
-                                            "removed); with replace_metadata, the whole new metadata object.")] = None,
-        replace_metadata: Annotated[bool, Field(description="Replace the whole metadata object instead of merging "
-                                                "into it.")] = False,
+        text: Annotated[Text, Field(description="The corrected fact.")] = None,
+        metadata: Annotated[Metadata, Field(description="Keys to set; a key sent as null is removed.")] = None,
+        replace_metadata: Annotated[bool, Field(description="Replace the metadata instead of merging.")] = False,
         expiration_date: Annotated[
             str | None,
-            Field(pattern=r"^\s*(\d{4}-\d{2}-\d{2}|never)\s*$", description="A new YYYY-MM-DD expiration date, today "
-                  "or later, or 'never' to keep the memory until it is deleted."),
+            Field(pattern=r"^\s*(\d{4}-\d{2}-\d{2}|never)\s*$", description="YYYY-MM-DD (UTC), or 'never'."),
         ] = None,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
-    ) -> MemoryOut:
-        """Correct a memory that has become wrong or outdated ("Ana moved to Lisbon").
-
-        Prefer this to adding a contradicting memory. The old text stays in memory_history.
-        """
-        memory = engine_of(ctx).update(
+    ) -> Annotated[CallToolResult, MemoryOut]:
+        """Correct a memory that has become wrong or outdated, rather than adding a contradicting one;
+        memory_history keeps the old text."""
+        scope = default_scope(config, user_id, agent_id, run_id)
+        memory = MemoryOut.of(engine_of(ctx).update(
             memory_id, text=text, metadata=metadata, replace_metadata=replace_metadata,
-            expiration_date=expiration_date, **default_scope(config, user_id, agent_id, run_id),
-        )
-        return MemoryOut.of(memory, max_chars)
+            expiration_date=expiration_date, **scope,
+        ), max_chars)
+        return reply(memory, f"Updated: {replies.memory_line(memory, scope)}")
 
     @tool(read_only=False, destructive=True)
     def delete_memory(
         ctx: Context, memory_id: MemoryId, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
-    ) -> DeletedOut:
-        """Forget one memory, e.g. when the user asks you to or it is plainly wrong."""
-        memory = engine_of(ctx).delete(memory_id, **default_scope(config, user_id, agent_id, run_id))
-        return DeletedOut(deleted=MemoryOut.of(memory, max_chars))
+    ) -> Annotated[CallToolResult, DeletedOut]:
+        """Forget one memory, when the user asks or it is plainly wrong."""
+        scope = default_scope(config, user_id, agent_id, run_id)
+        deleted = DeletedOut(deleted=MemoryOut.of(engine_of(ctx).delete(memory_id, **scope), max_chars))
+        return reply(deleted, f"Deleted: {replies.memory_line(deleted.deleted, scope)}")
 
     @tool(read_only=False, destructive=True)
     def delete_all_memories(
         ctx: Context, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
-    ) -> DeletedCount:
-        """Forget every memory of one user, agent or run. Only when the user explicitly asks.
-
-        The scope must be named (at least one id); agent_id or run_id alone mean the default
-        user's agent or run, as in every other tool.
-        """
+    ) -> Annotated[CallToolResult, DeletedCount]:
+        """Forget every memory of a named user, agent or run, only when the user explicitly asks."""
         scope = named_scope(config, user_id, agent_id, run_id)
-        return DeletedCount(deleted_count=engine_of(ctx).delete_all(**scope))
+        deleted = DeletedCount(deleted_count=engine_of(ctx).delete_all(**scope))
+        return reply(deleted, f"Deleted {replies.memories(deleted.deleted_count)}.")
 
     @tool(read_only=True)
     def memory_history(
         ctx: Context, memory_id: MemoryId, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
-    ) -> HistoryOutput:
-        """Show how a memory changed (added, updated, deleted), oldest first; works after deletion too."""
-        events = engine_of(ctx).history(memory_id, **default_scope(config, user_id, agent_id, run_id))
-        return HistoryOutput.of(events, max_chars)
+    ) -> Annotated[CallToolResult, HistoryOutput]:
+        """How a memory changed, oldest first, also after it was deleted."""
+        events = HistoryOutput.of(
+            engine_of(ctx).history(memory_id, **default_scope(config, user_id, agent_id, run_id)), max_chars
+        )
+        return reply(events, replies.history_text(events))
 
     return server
 

@@ -85,7 +85,7 @@ async def test_tools_are_listed_with_schemas_and_hints(client: Client, config: C
     assert set(tools) == set(TOOLS)
     for name, hints in TOOLS.items():
         tool = tools[name]
-        assert len(tool.description) > 50, f"{name} needs a description the model can act on"
+        assert 40 <= len(tool.description) <= 300, f"{name} needs a short description the model can act on"
         assert tool.output_schema is not None, f"{name} has no output schema"
         assert tool.annotations.open_world_hint is False
         for hint, value in hints.items():
