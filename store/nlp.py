@@ -316,8 +316,12 @@ class NLP:
 
         For bulk adds, updates and re-indexing. Each text gets a full-pipeline doc
         (entities) and, when it has capitals, a lower-cased doc through the lemma pipes
-        only (terms).
+        only (terms). A single text, as most adds are, takes ``analyze_query``'s path: the
+        same terms and entities (tests/test_nlp.py), its two docs sharing one pass of the
+        pipes they both need, without ``nlp.pipe``'s batching.
         """
+        if len(texts) == 1:
+            return [self.analyze_query(texts[0])]
         nlp = self._pipeline()
         cleaned = [_clean_input(t) for t in texts]
         out: list[Analysis] = [_EMPTY] * len(cleaned)

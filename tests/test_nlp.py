@@ -230,6 +230,7 @@ def test_write_path_matches_query_path(pipeline: str, request: pytest.FixtureReq
     texts = ["Alice moved to Paris.", "", "we are meeting at sqlite_vec.load", "😀", "Bob likes Rust", *HOSTILE]
     batch = nlp.analyze_batch(texts)
     assert batch == [nlp.analyze_query(t) for t in texts]
+    assert [nlp.analyze_batch([t])[0] for t in texts] == batch  # a single add takes the query path
     assert batch[1] == Analysis("", ())
     assert nlp.analyze_batch([]) == []
 
