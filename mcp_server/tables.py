@@ -32,9 +32,14 @@ def day(stamp: str | None) -> str:
     return stamp[:10] if stamp else "-"
 
 
+def metadata_value(value: Any) -> str:
+    """A metadata value as shown: compact JSON unless it is a plain string."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def metadata_pair(key: str, value: Any) -> str:
-    """``key=value``, the value as compact JSON unless it is a plain string."""
-    return f"{key}={value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+    """``key=value`` (``metadata_value``)."""
+    return f"{key}={metadata_value(value)}"
 
 
 def metadata_cell(metadata: dict[str, Any]) -> str:

@@ -114,17 +114,20 @@ def search(page: Any, query: str) -> None:
 
 
 def drawn_bars(page: Any) -> list[dict[str, Any]]:
-    """Each hit's id, and each bar part's drawn width as a share of its bar, from the layout."""
+    """Each hit's id; each part's drawn width as a share of the score bar; and, on the bar that
+    holds the gate mark, the semantic part's width and the mark's centre as shares of that bar."""
     return page.eval_on_selector_all(
         "li.hit",
         """hits => hits.map(hit => {
-            const bar = hit.querySelector('.bar');
-            const inner = bar.clientWidth;
-            const share = name => hit.querySelector('.seg.' + name).getBoundingClientRect().width / inner;
             const gate = hit.querySelector('.gate');
-            return {id: hit.dataset.id, semantic: share('semantic'), bm25: share('bm25'), entity: share('entity'),
-                    gate: (gate.getBoundingClientRect().left + 1 - bar.getBoundingClientRect().left - bar.clientLeft)
-                          / inner};
+            const gauge = gate.parentElement;
+            const score = [...hit.querySelectorAll('.bar')].find(bar => bar !== gauge);
+            const start = bar => bar.getBoundingClientRect().left + bar.clientLeft;
+            const share = (bar, name) => bar.querySelector('.seg.' + name).getBoundingClientRect().width
+                                         / bar.clientWidth;
+            return {id: hit.dataset.id, semantic: share(score, 'semantic'), bm25: share(score, 'bm25'),
+                    entity: share(score, 'entity'), meaning: share(gauge, 'semantic'),
+                    gate: (gate.getBoundingClientRect().left + 1 - start(gauge)) / gauge.clientWidth};
         })""",
     )
 
@@ -137,7 +140,10 @@ def assert_bars_match(page: Any, explanation: Any) -> None:
         for name, value in (("semantic", parts.semantic_score), ("bm25", parts.bm25_score),
                             ("entity", parts.entity_boost)):
             assert bar[name] == pytest.approx(value / parts.max_possible_score, abs=0.005), (name, hit.memory.text)
-        assert bar["gate"] == pytest.approx(parts.threshold / parts.max_possible_score, abs=0.005)
+        # The gate is drawn on the scale it gates: the semantic score's, 0 to 1 like the slider.
+        assert bar["meaning"] == pytest.approx(parts.semantic_score, abs=0.005)
+        assert bar["gate"] == pytest.approx(parts.threshold, abs=0.005)
+        assert bar["meaning"] >= bar["gate"] - 0.005, hit.memory.text  # what passed reaches past the mark
 
 
 def test_search_draws_each_score_as_its_parts_and_reranks_live(
@@ -300,7 +306,7 @@ def elsewhere() -> Iterator[str]:
 def test_a_cross_origin_write_is_refused(browser: Any, page: Any, ui: Ui, engine: Engine) -> None:
     memory = engine.list(user_id=USER)[0]
     token = page.get_attribute("meta[name=trimem-token]", "content")
-    target = f"{ui.url}memory/{memory.id}?user_id={USER}"
+    target = f"{ui.url}memory?id={memory.id}&user_id={USER}"
 
     # A page of another origin (another port on loopback, so that the browser's own guard for
     # private networks lets it try) posts to the trimem page, as any site's script could.
@@ -313,9 +319,9 @@ def test_a_cross_origin_write_is_refused(browser: Any, page: Any, ui: Ui, engine
             [target, token],
         )
     other.close()
-    assert "refused POST /memory/" in ui.log.read_text()  # it reached the server, which refused it
+    assert "refused POST /memory" in ui.log.read_text()  # it reached the server, which refused it
     own = f"http://127.0.0.1:{ui.port}"
-    path = f"/memory/{memory.id}?user_id={USER}"
+    path = f"/memory?id={memory.id}&user_id={USER}"
     assert request(ui, "DELETE", path, {"Origin": "http://evil.example", "X-Trimem-Token": token}) == 403
     assert request(ui, "DELETE", path, {"Origin": own}) == 403  # no token
     assert request(ui, "DELETE", path, {"X-Trimem-Token": token}) == 403  # neither Origin nor Referer
@@ -340,11 +346,13 @@ BAD_REQUESTS = [
     ("/memories?offset=-1", 400, "offset"),
     ("/search?q=tea&threshold=nan", 400, "threshold must be a number between 0 and 1"),
     ("/search?q=tea&threshold=2", 400, "threshold must be between 0 and 1"),
-    ("/search?q=%20", 400, "query is empty"),
+    ("/search?q=%20", 400, "type something to search for"),
+    ("/search?q=tea&bm25=yes", 400, "bm25 must be 1 (on) or 0 (off), got 'yes'"),
     ("/memories?filters=" + "%5B" * 3000, 400, "nested too deeply"),
     ("/memories?filters=%7B%22user_id%22%3A%22bob%22%7D", 400, "user_id"),
-    ("/memory/no-such-id", 404, "not found for user_id='ana'"),
-    ("/entity?name=", 400, "entity is empty"),
+    ("/memory?id=no-such-id", 404, "not found for user_id='ana'"),
+    ("/memory", 400, "which memory? give its id as ?id="),
+    ("/entity?name=", 400, "which entity? give its name as ?name="),
     ("/export?filters=%7B%22category%22%3A%7B%22nope%22%3A1%7D%7D", 400, "nope"),  # refused before the download
     ("/static/page.html", 404, "not found"),
     ("/?user_id=" + "x" * 5000, 200, "user_id has 5000 characters"),  # the page, with the message in it

@@ -1,9 +1,10 @@
 """The page's HTML: the shell around the controls, and the fragments the script swaps in.
 
-Every value from the database passes through ``html.escape``; nothing here reads the
-database or the request. Score bars carry each part's share of the denominator in
-``data-share`` (the script turns it into a width, since the page's content policy
-allows no inline styles).
+Every value from the database passes through ``html.escape``, and every string a person or
+an assistant wrote (text, metadata, ids, scope and entity names) through ``isolated``, so a
+right-to-left override inside it cannot reorder the page around it. Nothing here reads the
+database or the request. Score bars carry each part's share of their scale in ``data-share``
+(the script turns it into a width, since the page's content policy allows no inline styles).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from store.records import Explanation, HistoryEvent, Memory, ScopeCount, SearchHit
 from store.scoring import KEYWORD_SOURCES
 
-from ..tables import metadata_pair
+from ..tables import metadata_value
 
 ID_CHARS = 8
 SIGNALS = (("semantic", "semantic_score", "meaning"), ("bm25", "bm25_score", "keywords"),
@@ -34,6 +35,11 @@ DROP_REASONS = {
 def asset(name: str) -> str:
     """A file shipped beside this module (the page, its script and its style sheet)."""
     return files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def isolated(text: str) -> str:
+    """Escaped, in ``<bdi>``: its own direction, whatever control characters it holds."""
+    return f"<bdi>{escape(text)}</bdi>"
 
 
 def attrs(**values: Any) -> str:
@@ -58,7 +64,7 @@ def page(
     agents = sorted({s.agent_id for s in mine if s.agent_id})
     runs = sorted({s.run_id for s in mine if s.run_id})
     return Template(asset("page.html")).substitute(
-        database=escape(database),
+        database=isolated(database),
         token=escape(token),
         users=options(users, user, None),
         agents=options(agents, scope.get("agent_id", ""), "all agents"),
@@ -81,32 +87,35 @@ def when(stamp: str | None) -> str:
 
 
 def metadata_chips(metadata: dict[str, Any]) -> str:
-    return "".join(f'<span class="kv">{escape(metadata_pair(key, value))}</span>' for key, value in metadata.items())
+    return "".join(
+        f'<span class="kv">{isolated(key)}={isolated(metadata_value(value))}</span>' for key, value in metadata.items()
+    )
 
 
 def memory_line(memory: Memory) -> str:
     """The facts under a memory's text: id, scope, times, expiry, metadata."""
     scope = " ".join(
-        f"{name}={escape(value)}" for name, value in (("agent", memory.agent_id), ("run", memory.run_id)) if value
+        f"{name}={isolated(value)}" for name, value in (("agent", memory.agent_id), ("run", memory.run_id)) if value
     )
     expiry = f" · expires {escape(memory.expiration_date)}" if memory.expiration_date else ""
     return (
-        f'<p class="facts"><code>{escape(memory.id[:ID_CHARS])}</code> {scope} · created {when(memory.created_at)}'
+        f'<p class="facts"><code>{isolated(memory.id[:ID_CHARS])}</code> {scope} · created {when(memory.created_at)}'
         f" · updated {when(memory.updated_at)}{expiry} {metadata_chips(memory.metadata)}</p>"
     )
 
 
 def memory_item(memory: Memory) -> str:
     return (
-        f'<li class="memory"{attrs(data_id=memory.id)}><p class="text">{escape(memory.text)}</p>'
+        f'<li class="memory"{attrs(data_id=memory.id)}><p class="text">{isolated(memory.text)}</p>'
         f"{memory_line(memory)}</li>"
     )
 
 
 def memory_list(memories: Sequence[Memory], *, offset: int, page_size: int, heading: str) -> str:
-    """A page of memories, newest first, with links to the pages before and after."""
+    """A page of memories, newest first, with links to the pages before and after, under
+    ``heading`` (HTML)."""
     if not memories:
-        return f'<h2>{escape(heading)}</h2><p class="empty">No memories here.</p>'
+        return f'<h2>{heading}</h2><p class="empty">No memories here.</p>'
     shown = memories[:page_size]
     pager = []
     if offset > 0:
@@ -115,32 +124,43 @@ def memory_list(memories: Sequence[Memory], *, offset: int, page_size: int, head
     if len(memories) > page_size:
         pager.append(f'<button type="button" class="page"{attrs(data_offset=offset + page_size)}>older</button>')
     return (
-        f"<h2>{escape(heading)} <small>{offset + 1}–{offset + len(shown)}</small></h2>"
+        f"<h2>{heading} <small>{offset + 1}–{offset + len(shown)}</small></h2>"
         f'<ol class="memories">{"".join(memory_item(m) for m in shown)}</ol>'
         f'<nav class="pager">{"".join(pager)}</nav>'
     )
 
 
-def bar(hit: SearchHit) -> str:
-    """The fused score as stacked parts, each as wide as its share of the denominator, with the
-    semantic gate marked where the semantic part must reach."""
+def entity_list(memories: Sequence[Memory], name: str, *, page_size: int) -> str:
+    """The memories linked to the entity ``name``, newest first."""
+    return memory_list(memories, offset=0, page_size=page_size, heading=f"Linked to “{isolated(name)}”")
+
+
+def segment(css: str, share: float, title: str) -> str:
+    """One part of a bar, ``share`` of its width (kept within the bar)."""
+    return f"<span{attrs(class_=f'seg {css}', data_share=f'{min(max(share, 0.0), 1.0):.6f}', title=title)}></span>"
+
+
+def bars(hit: SearchHit) -> str:
+    """Two bars. The fused score as stacked parts, each as wide as its share of the denominator;
+    under it the meaning (semantic) score on the 0 to 1 scale of the gate slider, with the gate
+    marked on it: what passed the gate reaches past the mark."""
     parts = hit.details
-    denominator = parts.max_possible_score
-    segments = []
-    for css, field, label in SIGNALS:
-        value = getattr(parts, field)
-        shape = attrs(class_=f"seg {css}", data_share=f"{value / denominator:.6f}", title=f"{label} {value:.3f}")
-        segments.append(f"<span{shape}></span>")
-    gate = attrs(
-        class_="gate", data_left=f"{parts.threshold / denominator:.6f}", title=f"semantic gate {parts.threshold:g}"
+    fused = "".join(
+        segment(css, getattr(parts, field) / parts.max_possible_score, f"{label} {getattr(parts, field):.3f}")
+        for css, field, label in SIGNALS
     )
-    return f'<div class="bar">{"".join(segments)}<span{gate}></span></div>'
+    meaning = segment("semantic", parts.semantic_score, f"meaning {parts.semantic_score:.3f}")
+    gate = attrs(class_="gate", data_left=f"{parts.threshold:.6f}", title=f"semantic gate {parts.threshold:g}")
+    return (
+        f'<div class="bars"><div class="bar">{fused}</div>'
+        f'<div class="bar gauge">{meaning}<span{gate}></span></div></div>'
+    )
 
 
 def table(rows: Sequence[Sequence[str]]) -> str:
-    """Rows of a small table, the first cell of each a heading; every cell escaped."""
+    """Rows of a small table, the first cell of each a heading (escaped here), the others HTML."""
     return "<table>" + "".join(
-        f"<tr><th>{escape(head)}</th>{''.join(f'<td>{escape(cell)}</td>' for cell in cells)}</tr>"
+        f"<tr><th>{escape(head)}</th>{''.join(f'<td>{cell}</td>' for cell in cells)}</tr>"
         for head, *cells in rows
     ) + "</table>"
 
@@ -160,7 +180,9 @@ def hit_details(hit: SearchHit) -> str:
 def keyword_note(hit: SearchHit) -> str:
     if hit.keyword_source is None:
         return "no keyword score"
-    return f"raw BM25 {hit.details.bm25_raw:.2f} through the sigmoid, from {KEYWORD_SOURCES[hit.keyword_source]}"
+    return (
+        f"raw BM25 {hit.details.bm25_raw:.2f} through the sigmoid, from {escape(KEYWORD_SOURCES[hit.keyword_source])}"
+    )
 
 
 def entity_note(hit: SearchHit) -> str:
@@ -168,8 +190,8 @@ def entity_note(hit: SearchHit) -> str:
     if match is None:
         return "no query entity matched this memory"
     return (
-        f"query entity '{match.query_entity}' ~ '{match.entity}' (similarity {match.similarity:.3f}, "
-        f"linked to {match.linked_memories} memories)"
+        f"query entity '{isolated(match.query_entity)}' ~ '{isolated(match.entity)}' "
+        f"(similarity {match.similarity:.3f}, linked to {match.linked_memories} memories)"
     )
 
 
@@ -177,9 +199,9 @@ def analysis(explanation: Explanation) -> str:
     """How the query was read and which candidates fell out, and why."""
     a = explanation.analysis
     facts = [
-        ("terms", " ".join(a.lemmatized_terms) or "-"),
+        ("terms", isolated(" ".join(a.lemmatized_terms) or "-")),
         ("bm25 sigmoid", f"midpoint {a.bm25_midpoint:g}, steepness {a.bm25_steepness:g} ({a.term_count} terms)"),
-        ("entities", ", ".join(a.entities) or "-"),
+        ("entities", ", ".join(map(isolated, a.entities)) or "-"),
         ("signals", f"{' + '.join(a.signals_active)}; denominator {a.max_possible_score:g}"),
         ("gate", f"semantic ≥ {a.threshold:g}"),
         ("candidates", f"{a.internal_limit} per signal, {a.candidate_pool} pool"
@@ -187,7 +209,7 @@ def analysis(explanation: Explanation) -> str:
     ]
     dropped = "".join(
         f'<li{attrs(data_id=d.id)}><span class="reason">{escape(DROP_REASONS[d.reason])}</span> '
-        f"semantic {d.semantic_score:.3f} · {escape(d.text)}</li>"
+        f"semantic {d.semantic_score:.3f} · {isolated(d.text)}</li>"
         for d in explanation.dropped
     )
     dropped_part = f'<h3>Dropped ({len(explanation.dropped)})</h3><ul class="dropped">{dropped}</ul>' if dropped else ""
@@ -200,8 +222,8 @@ def analysis(explanation: Explanation) -> str:
 def search_results(explanation: Explanation) -> str:
     hits = "".join(
         f'<li class="hit memory"{attrs(data_id=hit.memory.id)}>'
-        f'<div class="score"><b>{hit.score:.3f}</b>{bar(hit)}</div>'
-        f'<p class="text">{escape(hit.memory.text)}</p>{memory_line(hit.memory)}{hit_details(hit)}</li>'
+        f'<div class="score"><b>{hit.score:.3f}</b>{bars(hit)}</div>'
+        f'<p class="text">{isolated(hit.memory.text)}</p>{memory_line(hit.memory)}{hit_details(hit)}</li>'
         for hit in explanation.hits
     )
     legend = "".join(f'<span class="key {css}">{label}</span>' for css, _, label in SIGNALS)
@@ -215,11 +237,13 @@ def search_results(explanation: Explanation) -> str:
 
 def detail(memory: Memory, entities: Sequence[str], history: Sequence[HistoryEvent]) -> str:
     """One memory to correct: its text and metadata in a form, its entities, its history."""
-    chips = "".join(f'<button type="button" class="chip"{attrs(data_entity=e)}>{escape(e)}</button>' for e in entities)
+    chips = "".join(
+        f'<button type="button" class="chip"{attrs(data_entity=e)}>{isolated(e)}</button>' for e in entities
+    )
     events = "".join(
         f"<li><b>{event.event}</b> {when(event.created_at)}"
-        + (f"<br>{escape(event.new_text)}" if event.new_text and event.new_text != event.old_text else "")
-        + (f" <code>{escape(json.dumps(event.new_metadata, ensure_ascii=False))}</code>"
+        + (f"<br>{isolated(event.new_text)}" if event.new_text and event.new_text != event.old_text else "")
+        + (f" <code>{isolated(json.dumps(event.new_metadata, ensure_ascii=False))}</code>"
            if event.new_metadata is not None and event.new_metadata != event.old_metadata else "")
         + "</li>"
         for event in history

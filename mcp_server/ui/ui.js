@@ -30,6 +30,18 @@ function drawBars(root) {
   for (const gate of root.querySelectorAll("[data-left]")) gate.style.left = (100 * gate.dataset.left) + "%";
 }
 
+// A box as tall as what it holds, so a JSON object shows every line.
+function fit(box) {
+  box.style.height = "auto";
+  box.style.height = box.scrollHeight + box.offsetHeight - box.clientHeight + "px";
+}
+
+// On a narrow screen the editor is drawn below the whole list: bring it to where the person looks.
+function reveal(element) {
+  const box = element.getBoundingClientRect();
+  if (box.top < 0 || box.top > window.innerHeight) element.scrollIntoView({block: "start"});
+}
+
 async function fetchText(url, options = {}) {
   const response = await fetch(url, options);
   const text = await response.text();
@@ -37,20 +49,24 @@ async function fetchText(url, options = {}) {
   return text;
 }
 
+// Whether the fragment was drawn (an error is said in the message line instead).
 async function show(target, url) {
   const ticket = ++latest;
   try {
     const html = await fetchText(url);
-    if (ticket !== latest && target === results) return;  // a newer request already answered
+    if (ticket !== latest && target === results) return false;  // a newer request already answered
     // A re-rank keeps the query analysis open if it was: that is what the person is watching.
     const wasOpen = target.querySelector("details.analysis")?.open;
     target.innerHTML = html;
     const analysis = target.querySelector("details.analysis");
     if (analysis && wasOpen) analysis.open = true;
     drawBars(target);
+    for (const box of target.querySelectorAll("textarea")) fit(box);
     say("");
+    return true;
   } catch (error) {
     say(error.message);
+    return false;
   }
 }
 
@@ -70,14 +86,21 @@ function refresh() {
   return show(results, "/memories?" + params);
 }
 
-function openDetail(id) {
+// A memory's address: its id goes in the query string, where any character it holds is data.
+function memoryUrl(id) {
+  const params = scopeParams();
+  params.set("id", id);
+  return "/memory?" + params;
+}
+
+async function openDetail(id) {
   chosen = id;
   for (const item of results.querySelectorAll("li.memory")) item.classList.toggle("chosen", item.dataset.id === id);
-  return show(detail, "/memory/" + encodeURIComponent(id) + "?" + scopeParams());
+  if (await show(detail, memoryUrl(id))) reveal(detail);
 }
 
 async function write(method, id, body) {
-  return fetchText("/memory/" + encodeURIComponent(id) + "?" + scopeParams(), {
+  return fetchText(memoryUrl(id), {
     method,
     headers: {"Content-Type": "application/json", "X-Trimem-Token": token},
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -141,6 +164,10 @@ detail.addEventListener("click", async (event) => {
       say(error.message);
     }
   }
+});
+
+detail.addEventListener("input", (event) => {
+  if (event.target.tagName === "TEXTAREA") fit(event.target);
 });
 
 detail.addEventListener("submit", async (event) => {
