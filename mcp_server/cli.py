@@ -502,7 +502,7 @@ def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id
 @format_options
 @click.pass_obj
 def history(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
-    """A memory's ADD / UPDATE / DELETE events, oldest first."""
+    """A memory's ADD / UPDATE / DELETE / RESTORE events, oldest first."""
     from .models import HistoryOutput
 
     with open_engine(config) as engine:
@@ -516,7 +516,7 @@ def history(config: Config, memory_id: str, user_id: str | None, agent_id: str |
 @click.option("--agent-id", help="Only this agent's memories (of --user-id, else of the configured user).")
 @click.option("--run-id", help="Only this run's memories (of --user-id, else of the configured user).")
 @json_option("filters", "A metadata filter, as for list, e.g. '{\"category\": \"work\"}'.")
-@click.option("--history", is_flag=True, help="Add each memory's ADD / UPDATE / DELETE events.")
+@click.option("--history", is_flag=True, help="Add each memory's ADD / UPDATE / DELETE / RESTORE events.")
 @click.pass_obj
 def export(config: Config, path: str, user_id: str | None, agent_id: str | None, run_id: str | None, filters: Any,
            history: bool) -> None:

@@ -413,7 +413,7 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
     def memory_history(
         ctx: Context, memory_id: MemoryId, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
     ) -> HistoryOutput:
-        """Show how a memory changed (added, updated, deleted), oldest first; works after deletion too."""
+        """Show how a memory changed (added, updated, deleted, restored), oldest first; works after deletion too."""
         events = engine_of(ctx).history(memory_id, **default_scope(config, user_id, agent_id, run_id))
         return HistoryOutput.of(events, max_chars)
 

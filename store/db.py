@@ -190,7 +190,7 @@ def add_history(
     new_metadata: dict[str, Any] | None,
     at: str,
 ) -> None:
-    """Record one ADD / UPDATE / DELETE, with the scope so history stays scoped after a delete."""
+    """Record one ADD / UPDATE / DELETE / RESTORE, with the scope so history stays scoped after a delete."""
     scope = memory.scope if isinstance(memory, NewMemory) else {k: getattr(memory, k) for k in SCOPE_KEYS}
     conn.execute(
         "INSERT INTO history(memory_id, event, old_text, new_text, old_metadata, new_metadata, "
@@ -303,8 +303,13 @@ def get_memory(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) -> 
 
 
 def id_taken(conn: apsw.Connection, memory_id: str) -> bool:
-    """Whether any memory, in any scope, has this id (ids are unique in the whole file)."""
-    return conn.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?)", (memory_id,)).fetchone()[0] == 1
+    """Whether any memory, in any scope, has this id, or had it before a delete: ids are unique in
+    the whole file, and a deleted memory's id stays its own (its history keeps it, and ``restore``
+    brings it back under it), so no other memory's history is ever mixed into it."""
+    return conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?) OR EXISTS (SELECT 1 FROM history WHERE memory_id = ?)",
+        (memory_id, memory_id),
+    ).fetchone()[0] == 1
 
 
 ID_PREFIX_MIN_CHARS = 4

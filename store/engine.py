@@ -431,7 +431,8 @@ class Engine:
         was deleted, under its old id, scope and creation time, re-embedded and re-linked.
 
         History keeps no expiration date, speaker or role, so the restored memory has none.
-        An ADD event records the restore.
+        A RESTORE event records the restore. Refused when the id is now another memory's (in
+        another scope): ids are unique in the file.
         """
         scope = check_scope(user_id, agent_id, run_id)
         memory_id = check_id(memory_id, "memory_id")
@@ -450,8 +451,14 @@ class Engine:
         text_hash = normalized_hash(deleted.text)
         stamp = now()
         with self._writing():
-            if db.get_memory(self._conn, full_id, deleted.scope) is not None:
+            holder = db.get_memory(self._conn, full_id, {})  # in any scope: ids are unique in the file
+            if holder is not None and scope_of(holder) == deleted.scope:
                 raise InvalidArgument(f"memory {shown(full_id)} was restored already")
+            if holder is not None:
+                raise InvalidArgument(
+                    f"memory {shown(full_id)} cannot be restored: its id now belongs to a memory of another scope. "
+                    "Its text is in its history; add it again to keep it under a new id"
+                )
             twin = db.find_by_hash(self._conn, deleted.scope, text_hash)
             if twin is not None:
                 raise InvalidArgument(
@@ -466,7 +473,7 @@ class Engine:
             db.update_memory_metadata(self._conn, rowid, deleted.metadata, stamp)  # updated now
             link_entities(self._conn, rowid, deleted.scope, analysis.entities, entity_vectors)
             db.add_history(
-                self._conn, memory, "ADD", old_text=None, new_text=deleted.text,
+                self._conn, memory, "RESTORE", old_text=None, new_text=deleted.text,
                 old_metadata=None, new_metadata=deleted.metadata, at=stamp,
             )
             return to_memory(db.get_memory(self._conn, full_id, deleted.scope))
@@ -572,7 +579,7 @@ class Engine:
     def history(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> list[HistoryEvent]:
-        """A memory's ADD / UPDATE / DELETE events, oldest first (kept after deletion)."""
+        """A memory's ADD / UPDATE / DELETE / RESTORE events, oldest first (kept after deletion)."""
         scope = check_scope(user_id, agent_id, run_id)
         memory_id = check_id(memory_id, "memory_id")
         with self._reading() as conn:
