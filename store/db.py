@@ -715,12 +715,14 @@ def foreign_rows(
 ) -> tuple[int, Iterator[dict[str, Any]]]:
     """How many rows ``table`` of another application's SQLite file has, and the rows in rowid
     order as ``{"rowid": …, column: value}``: the ``required`` columns (refused without them)
-    and those of the ``optional`` ones it has."""
+    and those of the ``optional`` ones it has. A view or a table without rowids (no application
+    whose files trimem reads makes either) is refused."""
     try:
         conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
     except apsw.Error as exc:
         raise InvalidArgument(f"cannot open {path} ({exc}); check the path") from None
     try:
+        kind = conn.execute("SELECT type, wr FROM pragma_table_list(?) WHERE schema = 'main'", (table,)).fetchone()
         present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] if present else 0
     except apsw.Error as exc:
@@ -730,6 +732,11 @@ def foreign_rows(
         conn.close()
         raise InvalidArgument(f"{path} has no {table} table" if not present else
                               f"{path}'s {table} table has no {missing[0]} column")
+    if tuple(kind) != ("table", 0):
+        conn.close()
+        what = {"view": "a view", "table": "a WITHOUT ROWID table"}.get(kind[0], f"a {kind[0]} table")
+        raise InvalidArgument(f"{path}'s {table} is {what}, not the table of rows that format keeps; point at "
+                              "its own database file")
     columns = [*required, *(column for column in optional if column in present)]
 
     def rows() -> Iterator[dict[str, Any]]:

@@ -686,28 +686,37 @@ class Engine:
         run_id: str | None = None,
         dry_run: bool = False,
         progress: Callable[[int, int | None], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> transfer.ImportReport:
         """Import a trimem export, or another memory server's file (``source``, see
         ``store/peers.py``): every memory re-embedded and re-linked with this engine's models,
         with its id, dates, metadata and (if exported) history kept.
 
-        A memory whose id is stored already, or whose normalised text is stored in its scope,
-        is skipped and counted, so importing a file twice changes nothing. The scope ids are
-        the scope of records that name none (the peers' records, Mem0's aside). Records are checked and
+        A memory whose id is taken (stored already, or kept by a deleted memory's history, which
+        ``restore`` may bring back), or whose normalised text is stored in its scope, is skipped
+        and counted, so importing a file twice changes nothing and no id ever holds two memories'
+        histories. A record that names its own user, agent or run keeps it; the scope ids go to
+        records that name none (the peers' records, Mem0's aside); the report counts both.
+        Records are checked (histories too: each must be one trimem could have recorded) and
         written in chunks of 256, each one transaction: a bad record raises ``BadLine`` naming
-        its line, with the chunks before it written and nothing of its own. ``dry_run`` checks
-        every record and counts what would be skipped, writing nothing. ``progress(done,
-        total)`` is called after each chunk (``total`` ``None`` when unknown).
+        the file and its line, with the chunks before it written and nothing of its own.
+        ``dry_run`` checks every record and counts what would be skipped, writing nothing.
+        ``progress(done, total)`` is called after each chunk (``total`` ``None`` when unknown),
+        then ``stop()``: when it returns true the import ends there with ``ImportInterrupted``,
+        whose report counts exactly what is stored (a second run adds the rest).
         """
         default = _scope_if_named(user_id, agent_id, run_id)
         if not dry_run:
             self._check_writable()
-        reader = peers.open_source(source, Path(path))
-        if reader.embedding_model not in (None, self.embedder.name):
-            log.warning("%s was exported with the embedding model %r; its memories are embedded again with %r",
-                        path, reader.embedding_model, self.embedder.name)
-        return transfer.run_import(reader, default, self.config.limits, self._store, dry_run=dry_run,
-                                   progress=progress)
+        try:
+            reader = peers.open_source(source, Path(path))
+            if reader.embedding_model not in (None, self.embedder.name):
+                log.warning("%s was exported with the embedding model %r; its memories are embedded again with %r",
+                            path, reader.embedding_model, self.embedder.name)
+            return transfer.run_import(reader, default, self.config.limits, self._store, dry_run=dry_run,
+                                       progress=progress, stop=stop)
+        except transfer.BadLine as exc:
+            raise transfer.BadLine(f"{path}, {exc}") from None
 
     def check(self, *, deep: bool = False) -> list[Violation]:
         """Every broken invariant of the database (orphans, missing vectors or FTS rows, …);

@@ -618,7 +618,7 @@ def test_import_with_a_bad_line_imports_nothing_and_names_it(run: Callable, engi
                                '{"text": "x", "user_id": "ana", "metdata": {}}']) + "\n")
     result = run("import", str(path), ok=False)
     assert result.exit_code == 1
-    assert result.output.strip().startswith("Error: line 302: unknown key 'metdata'")
+    assert result.output.strip().startswith(f"Error: {path}, line 302: unknown key 'metdata'")
     assert "Traceback" not in result.output
     assert engine.status()["counts"]["memories"] == 0  # the chunks before it were not written either
 
