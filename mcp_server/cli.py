@@ -37,6 +37,8 @@ from .tables import ScopesOut, StatsOut
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
+INTERRUPTED = 128 + 2
+"""The exit status of a command stopped by Ctrl-C (SIGINT), as shells report one."""
 MAX_OFFSET = 2**63 - 1
 """SQLite integers are 64-bit: a larger offset cannot even be bound."""
 
@@ -523,7 +525,7 @@ def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id
 @format_options
 @click.pass_obj
 def history(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
-    """A memory's ADD / UPDATE / DELETE events, oldest first."""
+    """A memory's ADD / UPDATE / DELETE / RESTORE events, oldest first."""
     from .models import HistoryOutput
 
     with open_engine(config) as engine:
@@ -537,7 +539,7 @@ def history(config: Config, memory_id: str, user_id: str | None, agent_id: str |
 @click.option("--agent-id", help="Only this agent's memories (of --user-id, else of the configured user).")
 @click.option("--run-id", help="Only this run's memories (of --user-id, else of the configured user).")
 @json_option("filters", "A metadata filter, as for list, e.g. '{\"category\": \"work\"}'.")
-@click.option("--history", is_flag=True, help="Add each memory's ADD / UPDATE / DELETE events.")
+@click.option("--history", is_flag=True, help="Add each memory's ADD / UPDATE / DELETE / RESTORE events.")
 @click.pass_obj
 def export(config: Config, path: str, user_id: str | None, agent_id: str | None, run_id: str | None, filters: Any,
            history: bool) -> None:
@@ -568,19 +570,32 @@ def export(config: Config, path: str, user_id: str | None, agent_id: str | None,
 def import_(config: Config, path: Path, source: str, user_id: str | None, agent_id: str | None,
             run_id: str | None, dry_run: bool) -> None:
     """Import memories from PATH: each is embedded and linked again with this database's models,
-    and keeps its id, dates and metadata. A memory whose id, or whose text in the same scope, is
-    stored already is skipped and counted, so importing a file twice changes nothing. Records
-    that name no user, agent or run (every record of the peers' formats except Mem0's) go to
-    --user-id, --agent-id and --run-id. Every record is checked before the first write: a bad
-    one is reported with its line (or row) and nothing is imported."""
-    from .transfer import ImportOut, progress, render_import
+    and keeps its id, dates, metadata and history. A memory whose text in the same scope is
+    stored already, or whose id is taken (by a stored memory, or by a deleted one: `trimem
+    restore` brings that back), is skipped and counted, so importing a file twice changes nothing.
+
+    A record that names its own user_id, agent_id or run_id keeps it, whatever --user-id says
+    (an export of several users puts each memory back with its own); --user-id, --agent-id and
+    --run-id go to the records that name none (every record of the peers' formats except
+    Mem0's). The summary counts both.
+
+    Every record is checked before the first write: a bad one is reported with the file and its
+    line (or row) and nothing is imported. Ctrl-C stops after the memories being written: those
+    are kept, and the same import run again adds the rest."""
+    from store.transfer import ImportInterrupted
+
+    from .transfer import ImportOut, progress, render_import, stop_on_interrupt
 
     arguments = dict(source=source, **default_scope(config, user_id, agent_id, run_id))
-    with open_engine(config) as engine, engine_errors(options=False):
-        report = engine.import_memories(path, **arguments, dry_run=True)
-        if not dry_run:
-            with progress("importing") as update:
-                report = engine.import_memories(path, **arguments, progress=update)
+    with open_engine(config) as engine, engine_errors(options=False), stop_on_interrupt() as stop:
+        try:
+            report = engine.import_memories(path, **arguments, dry_run=True, stop=stop)
+            if not dry_run:
+                with progress("importing") as update:
+                    report = engine.import_memories(path, **arguments, progress=update, stop=stop)
+        except ImportInterrupted as exc:
+            click.echo(str(exc), err=True)
+            raise click.exceptions.Exit(INTERRUPTED) from None
     emit(ImportOut(**dataclasses.asdict(report)), render_import)
 
 

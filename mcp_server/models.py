@@ -176,7 +176,10 @@ class DeletedCount(BaseModel):
 
 class HistoryEventOut(BaseModel):
     memory_id: str
-    event: HistoryEventKind
+    event: HistoryEventKind = Field(
+        description="ADD: stored (new_text). UPDATE: changed from old_text to new_text. DELETE: forgotten (old_text "
+                    "is what it said). RESTORE: brought back after a DELETE, with the text it had then."
+    )
     old_text: str | None
     new_text: str | None
     truncated: bool = Field(description="True when old_text or new_text was cut to the server's limit.")

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -70,16 +72,47 @@ def progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
         yield update
 
 
+@contextlib.contextmanager
+def stop_on_interrupt() -> Iterator[Callable[[], bool]]:
+    """Ctrl-C asks the import to stop after the chunk it is writing, not in the middle of it:
+    yields the ``stop`` check the import makes after each chunk, so the count it reports kept is
+    exactly what was committed. Waiting is short: a chunk is one model batch."""
+    pressed = threading.Event()
+
+    def press(_signal: int, _frame: Any) -> None:
+        if not pressed.is_set():
+            click.echo("\nstopping after the memories being written now…", err=True)
+        pressed.set()
+
+    previous = signal.signal(signal.SIGINT, press)
+    try:
+        yield pressed.is_set
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def render_import(output: Any, _width: int) -> str:
     """The import summary for a person."""
     verb = "would import" if output.dry_run else "imported"
     lines = [f"{verb} {output.imported} of {output.read} memories ({output.source})",
-             f"skipped: {output.skipped_same_id} whose id is stored already, {output.skipped_same_text} whose text "
-             "is stored already in their scope"]
+             f"skipped: {output.skipped_same_id} whose id is taken (stored, or a deleted memory's), "
+             f"{output.skipped_same_text} whose text is stored already in their scope"]
     if output.history_events:
         lines.append(f"history events kept: {output.history_events}")
     if output.mapped:
         lines.append("read: " + ", ".join(f"{count} {kind}" for kind, count in output.mapped.items()))
     if output.skipped:
         lines.append("left out: " + ", ".join(f"{count} {why}" for why, count in output.skipped.items()))
-    return "\n".join(lines)
+    scopes = scope_parts(output)
+    return "\n".join([*lines, *(["scopes: " + "; ".join(scopes)] if scopes else [])])
+
+
+def scope_parts(output: Any) -> list[str]:
+    """Whose memories the records became: a record's own scope wins over the import's."""
+    parts = []
+    if output.own_scope:
+        parts.append(f"{output.own_scope} records named their own user_id, agent_id or run_id and kept it")
+    if output.import_scope:
+        given = ", ".join(f"{key}={value!r}" for key, value in (output.default_scope or {}).items())
+        parts.append(f"{output.import_scope} named none and went to {given}")
+    return parts

@@ -328,7 +328,21 @@ def m002_expiry_index(conn: apsw.Connection, dimension: int) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (m001_initial, m002_expiry_index)
+def m003_restore_event(conn: apsw.Connection, dimension: int) -> None:
+    """History records a restore as RESTORE, not as a second ADD. SQLite cannot change a CHECK
+    constraint, so the table is rebuilt from its own definition with the wider one, every row
+    (and its id, so the order of events) kept. Renaming the old table first is safe: no
+    trigger, view or foreign key names it."""
+    (definition,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone()
+    widened = definition.replace("('ADD', 'UPDATE', 'DELETE')", "('ADD', 'UPDATE', 'DELETE', 'RESTORE')")
+    conn.execute("ALTER TABLE history RENAME TO history_before_restore")
+    conn.execute(widened)
+    conn.execute("INSERT INTO history SELECT * FROM history_before_restore")
+    conn.execute("DROP TABLE history_before_restore")  # and its index, made again:
+    conn.execute("CREATE INDEX history_memory ON history(memory_id)")
+
+
+MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (m001_initial, m002_expiry_index, m003_restore_event)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -190,7 +190,7 @@ def add_history(
     new_metadata: dict[str, Any] | None,
     at: str,
 ) -> None:
-    """Record one ADD / UPDATE / DELETE, with the scope so history stays scoped after a delete."""
+    """Record one ADD / UPDATE / DELETE / RESTORE, with the scope so history stays scoped after a delete."""
     scope = memory.scope if isinstance(memory, NewMemory) else {k: getattr(memory, k) for k in SCOPE_KEYS}
     conn.execute(
         "INSERT INTO history(memory_id, event, old_text, new_text, old_metadata, new_metadata, "
@@ -303,8 +303,13 @@ def get_memory(conn: apsw.Connection, memory_id: str, scope: dict[str, str]) -> 
 
 
 def id_taken(conn: apsw.Connection, memory_id: str) -> bool:
-    """Whether any memory, in any scope, has this id (ids are unique in the whole file)."""
-    return conn.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?)", (memory_id,)).fetchone()[0] == 1
+    """Whether any memory, in any scope, has this id, or had it before a delete: ids are unique in
+    the whole file, and a deleted memory's id stays its own (its history keeps it, and ``restore``
+    brings it back under it), so no other memory's history is ever mixed into it."""
+    return conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?) OR EXISTS (SELECT 1 FROM history WHERE memory_id = ?)",
+        (memory_id, memory_id),
+    ).fetchone()[0] == 1
 
 
 ID_PREFIX_MIN_CHARS = 4
@@ -710,12 +715,14 @@ def foreign_rows(
 ) -> tuple[int, Iterator[dict[str, Any]]]:
     """How many rows ``table`` of another application's SQLite file has, and the rows in rowid
     order as ``{"rowid": …, column: value}``: the ``required`` columns (refused without them)
-    and those of the ``optional`` ones it has."""
+    and those of the ``optional`` ones it has. A view or a table without rowids (no application
+    whose files trimem reads makes either) is refused."""
     try:
         conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
     except apsw.Error as exc:
         raise InvalidArgument(f"cannot open {path} ({exc}); check the path") from None
     try:
+        kind = conn.execute("SELECT type, wr FROM pragma_table_list(?) WHERE schema = 'main'", (table,)).fetchone()
         present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] if present else 0
     except apsw.Error as exc:
@@ -725,6 +732,11 @@ def foreign_rows(
         conn.close()
         raise InvalidArgument(f"{path} has no {table} table" if not present else
                               f"{path}'s {table} table has no {missing[0]} column")
+    if tuple(kind) != ("table", 0):
+        conn.close()
+        what = {"view": "a view", "table": "a WITHOUT ROWID table"}.get(kind[0], f"a {kind[0]} table")
+        raise InvalidArgument(f"{path}'s {table} is {what}, not the table of rows that format keeps; point at "
+                              "its own database file")
     columns = [*required, *(column for column in optional if column in present)]
 
     def rows() -> Iterator[dict[str, Any]]:

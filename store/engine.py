@@ -431,7 +431,8 @@ class Engine:
         was deleted, under its old id, scope and creation time, re-embedded and re-linked.
 
         History keeps no expiration date, speaker or role, so the restored memory has none.
-        An ADD event records the restore.
+        A RESTORE event records the restore. Refused when the id is now another memory's (in
+        another scope): ids are unique in the file.
         """
         scope = check_scope(user_id, agent_id, run_id)
         memory_id = check_id(memory_id, "memory_id")
@@ -450,8 +451,14 @@ class Engine:
         text_hash = normalized_hash(deleted.text)
         stamp = now()
         with self._writing():
-            if db.get_memory(self._conn, full_id, deleted.scope) is not None:
+            holder = db.get_memory(self._conn, full_id, {})  # in any scope: ids are unique in the file
+            if holder is not None and scope_of(holder) == deleted.scope:
                 raise InvalidArgument(f"memory {shown(full_id)} was restored already")
+            if holder is not None:
+                raise InvalidArgument(
+                    f"memory {shown(full_id)} cannot be restored: its id now belongs to a memory of another scope. "
+                    "Its text is in its history; add it again to keep it under a new id"
+                )
             twin = db.find_by_hash(self._conn, deleted.scope, text_hash)
             if twin is not None:
                 raise InvalidArgument(
@@ -466,7 +473,7 @@ class Engine:
             db.update_memory_metadata(self._conn, rowid, deleted.metadata, stamp)  # updated now
             link_entities(self._conn, rowid, deleted.scope, analysis.entities, entity_vectors)
             db.add_history(
-                self._conn, memory, "ADD", old_text=None, new_text=deleted.text,
+                self._conn, memory, "RESTORE", old_text=None, new_text=deleted.text,
                 old_metadata=None, new_metadata=deleted.metadata, at=stamp,
             )
             return to_memory(db.get_memory(self._conn, full_id, deleted.scope))
@@ -572,7 +579,7 @@ class Engine:
     def history(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> list[HistoryEvent]:
-        """A memory's ADD / UPDATE / DELETE events, oldest first (kept after deletion)."""
+        """A memory's ADD / UPDATE / DELETE / RESTORE events, oldest first (kept after deletion)."""
         scope = check_scope(user_id, agent_id, run_id)
         memory_id = check_id(memory_id, "memory_id")
         with self._reading() as conn:
@@ -679,28 +686,37 @@ class Engine:
         run_id: str | None = None,
         dry_run: bool = False,
         progress: Callable[[int, int | None], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> transfer.ImportReport:
         """Import a trimem export, or another memory server's file (``source``, see
         ``store/peers.py``): every memory re-embedded and re-linked with this engine's models,
         with its id, dates, metadata and (if exported) history kept.
 
-        A memory whose id is stored already, or whose normalised text is stored in its scope,
-        is skipped and counted, so importing a file twice changes nothing. The scope ids are
-        the scope of records that name none (the peers' records, Mem0's aside). Records are checked and
+        A memory whose id is taken (stored already, or kept by a deleted memory's history, which
+        ``restore`` may bring back), or whose normalised text is stored in its scope, is skipped
+        and counted, so importing a file twice changes nothing and no id ever holds two memories'
+        histories. A record that names its own user, agent or run keeps it; the scope ids go to
+        records that name none (the peers' records, Mem0's aside); the report counts both.
+        Records are checked (histories too: each must be one trimem could have recorded) and
         written in chunks of 256, each one transaction: a bad record raises ``BadLine`` naming
-        its line, with the chunks before it written and nothing of its own. ``dry_run`` checks
-        every record and counts what would be skipped, writing nothing. ``progress(done,
-        total)`` is called after each chunk (``total`` ``None`` when unknown).
+        the file and its line, with the chunks before it written and nothing of its own.
+        ``dry_run`` checks every record and counts what would be skipped, writing nothing.
+        ``progress(done, total)`` is called after each chunk (``total`` ``None`` when unknown),
+        then ``stop()``: when it returns true the import ends there with ``ImportInterrupted``,
+        whose report counts exactly what is stored (a second run adds the rest).
         """
         default = _scope_if_named(user_id, agent_id, run_id)
         if not dry_run:
             self._check_writable()
-        reader = peers.open_source(source, Path(path))
-        if reader.embedding_model not in (None, self.embedder.name):
-            log.warning("%s was exported with the embedding model %r; its memories are embedded again with %r",
-                        path, reader.embedding_model, self.embedder.name)
-        return transfer.run_import(reader, default, self.config.limits, self._store, dry_run=dry_run,
-                                   progress=progress)
+        try:
+            reader = peers.open_source(source, Path(path))
+            if reader.embedding_model not in (None, self.embedder.name):
+                log.warning("%s was exported with the embedding model %r; its memories are embedded again with %r",
+                            path, reader.embedding_model, self.embedder.name)
+            return transfer.run_import(reader, default, self.config.limits, self._store, dry_run=dry_run,
+                                       progress=progress, stop=stop)
+        except transfer.BadLine as exc:
+            raise transfer.BadLine(f"{path}, {exc}") from None
 
     def check(self, *, deep: bool = False) -> list[Violation]:
         """Every broken invariant of the database (orphans, missing vectors or FTS rows, …);

@@ -154,7 +154,7 @@ def _service_row(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("metadata"):
         try:
             metadata = json.loads(row["metadata"])
-        except (TypeError, json.JSONDecodeError):
+        except (TypeError, ValueError, RecursionError):  # ValueError: bad JSON, or bytes that are not UTF-8
             raise InvalidArgument(f"metadata {shown(row['metadata'])} is not JSON") from None
         if not isinstance(metadata, dict):
             raise InvalidArgument(f"metadata {shown(row['metadata'])} is not a JSON object")
@@ -166,7 +166,7 @@ def _service_row(row: dict[str, Any]) -> dict[str, Any]:
         metadata["memory_type"] = row["memory_type"]
     line = {"text": row["content"], "metadata": metadata}
     for key in ("created_at", "updated_at"):
-        if (stamp := _stamp(row.get(key), row.get(f"{key}_iso"))) is not None:
+        if (stamp := _stamp(row.get(key), row.get(f"{key}_iso"), key)) is not None:
             line[key] = stamp
     return line
 
@@ -179,14 +179,19 @@ def _tags(tags: Any) -> list[str]:
         try:
             listed = json.loads(tags)
             return [str(tag).strip() for tag in listed if str(tag).strip()] if isinstance(listed, list) else []
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass
     return [tag.strip() for tag in tags.split(",") if tag.strip()]
 
 
-def _stamp(epoch: Any, iso: Any) -> str | None:
+def _stamp(epoch: Any, iso: Any, name: str) -> str | None:
+    """Epoch seconds as an ISO 8601 timestamp, else the ISO column's text (checked later)."""
     if isinstance(epoch, (int, float)) and not isinstance(epoch, bool):
-        return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="microseconds")
+        try:
+            return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="microseconds")
+        except (OverflowError, ValueError, OSError):  # beyond year 9999 or before year 1, or not a number (NaN)
+            raise InvalidArgument(f"{name} {shown(epoch)} is not a time in seconds since 1970 between the years "
+                                  "1 and 9999") from None
     return iso if isinstance(iso, str) and iso.strip() else None
 
 
@@ -200,8 +205,9 @@ def read_mem0(path: Path) -> Source:
     with transfer.open_file(path) as handle:
         try:
             data = json.load(handle)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InvalidArgument(f"{path} is not Mem0's get_all JSON ({exc}); save `memory.get_all(...)` "
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else exc  # as json_object says it
+            raise InvalidArgument(f"{path} is not Mem0's get_all JSON ({why}); save `memory.get_all(...)` "
                                   "with json.dump") from None
     results = data.get("results") if isinstance(data, dict) else data
     if not isinstance(results, list):

@@ -34,7 +34,8 @@ class Memory:
 
 
 AddEvent = Literal["ADD", "DUPLICATE"]
-HistoryEventKind = Literal["ADD", "UPDATE", "DELETE"]
+HistoryEventKind = Literal["ADD", "UPDATE", "DELETE", "RESTORE"]
+"""What changed: stored, changed, forgotten, or brought back after a delete (``Engine.restore``)."""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, get_args
 
 from .config import LimitsConfig
-from .errors import InvalidArgument, shown
+from .errors import InvalidArgument, TrimemError, shown
 from .records import MESSAGE_ROLES, SCOPE_KEYS, HistoryEvent, HistoryEventKind, Memory, scope_of, to_memory
 from .validation import (
     CheckedMemory,
@@ -63,6 +63,20 @@ server gets the write lock between chunks and memory stays bounded."""
 
 class BadLine(InvalidArgument):
     """A line (or record) that cannot be imported; the message starts with where it is."""
+
+
+class ImportInterrupted(TrimemError):
+    """An import stopped between two chunks when asked to (``stop``): ``report`` counts what
+    was done, every memory it counts as imported is stored, and a second run adds the rest."""
+
+    def __init__(self, report: ImportReport) -> None:
+        if report.dry_run:
+            message = "import interrupted while checking the file: nothing was imported"
+        else:
+            message = (f"import interrupted: {report.imported} memories kept ({report.read} records read); run the "
+                       "same import again to add the rest: what is stored is skipped")
+        super().__init__(message)
+        self.report = report
 
 
 # --- lines ---------------------------------------------------------------------------------
@@ -167,7 +181,8 @@ class Source:
 @dataclass(frozen=True)
 class ImportReport:
     """What an import did (or, with ``dry_run``, would do): memories read, imported, and
-    skipped because their id or their text (normalised, in the same scope) is stored already;
+    skipped because their id is taken (stored, or kept by a deleted memory's history) or their
+    text (normalised, in the same scope) is stored already; whose scope each record went to;
     for a peer's file, what each kind of record became and what was left out and why."""
 
     source: str
@@ -180,6 +195,11 @@ class ImportReport:
     embedding_model: str | None
     mapped: dict[str, int]
     skipped: dict[str, int]
+    own_scope: int
+    """Records that named their own user_id, agent_id or run_id, and kept it."""
+    import_scope: int
+    """Records that named none, and went to ``default_scope``, the import's."""
+    default_scope: dict[str, str] | None
 
 
 def read_export(path: Path) -> Source:
@@ -223,7 +243,7 @@ def open_file(path: Path) -> BinaryIO:
 def _check_header(path: Path, header: dict[str, Any], number: int) -> None:
     """Refuse a file that is not an export, or one of a newer format version than this trimem reads."""
     if header.get("format") != FORMAT:
-        raise BadLine(f"line {number} of {path} is not a trimem export header (no \"format\": \"{FORMAT}\"); "
+        raise BadLine(f"line {number} is not a trimem export header (no \"format\": \"{FORMAT}\"); "
                       "export with `trimem export`, or name another tool's format with --from")
     version_ = header.get("format_version")
     if isinstance(version_, bool) or not isinstance(version_, int) or version_ < 1:
@@ -247,19 +267,21 @@ def run_import(
     *,
     dry_run: bool,
     progress: Callable[[int, int | None], None] | None,
+    stop: Callable[[], bool] | None = None,
 ) -> ImportReport:
     """Check and write the source's memories chunk by chunk (see ``Engine.import_memories``).
 
     Twins within the file are skipped here (the database cannot show them before they are
     written); ``write`` skips what the database holds. A memory after a skipped one, and
     the file's first, is kept apart from the memory written before it (``gap_before``).
+    ``stop()`` is asked after each chunk; true, the import ends there (``ImportInterrupted``).
     """
     counts: Counter[str] = Counter()
     seen_ids: set[str] = set()
     seen_texts: set[tuple[tuple[tuple[str, str], ...], str]] = set()
     gap = True
     with contextlib.closing(source.records):  # a bad record stops the reading: close the file now
-        for chunk in checked_chunks(source, default_scope, limits):
+        for chunk in checked_chunks(source, default_scope, limits, counts):
             todo = []
             for memory in chunk:
                 text_key = (tuple(sorted(memory.scope.items())), memory.hash)
@@ -280,24 +302,34 @@ def run_import(
             counts["read"] += len(chunk)
             if progress is not None:
                 progress(counts["read"], source.total)
+            if stop is not None and stop():
+                raise ImportInterrupted(_report(source, counts, default_scope, dry_run))
+    return _report(source, counts, default_scope, dry_run)
+
+
+def _report(source: Source, counts: Counter[str], default_scope: dict[str, str] | None, dry_run: bool) -> ImportReport:
     return ImportReport(
         source=source.name, read=counts["read"], imported=counts["ADD"], skipped_same_id=counts["SAME_ID"],
         skipped_same_text=counts["DUPLICATE"], history_events=counts["events"], dry_run=dry_run,
         embedding_model=source.embedding_model, mapped=dict(source.mapped), skipped=dict(source.skipped),
+        own_scope=counts["own_scope"], import_scope=counts["import_scope"], default_scope=default_scope,
     )
 
 
 def checked_chunks(
-    source: Source, default_scope: dict[str, str] | None, limits: LimitsConfig, size: int = CHUNK
+    source: Source, default_scope: dict[str, str] | None, limits: LimitsConfig, scopes: Counter[str],
+    size: int = CHUNK,
 ) -> Iterator[list[CheckedMemory]]:
     """The source's memories, checked, in chunks of ``size``; a bad one raises ``BadLine``
-    before its chunk is handed out, so no chunk is ever half-written."""
+    before its chunk is handed out, so no chunk is ever half-written. ``scopes`` counts the
+    records that named their own scope (``own_scope``) and those that took the import's."""
     chunk: list[CheckedMemory] = []
     for where, value in source.records:
         try:
             chunk.append(check_line(value, default_scope, limits))
         except InvalidArgument as exc:
             raise BadLine(f"{where}: {exc}") from None
+        scopes["own_scope" if own_scope(value) else "import_scope"] += 1
         if len(chunk) == size:
             yield chunk
             chunk = []
@@ -306,29 +338,35 @@ def checked_chunks(
 
 
 def check_line(value: Mapping[str, Any], default_scope: dict[str, str] | None, limits: LimitsConfig) -> CheckedMemory:
-    """One memory line checked as every engine write checks its arguments."""
+    """One memory line checked as every engine write checks its arguments, and its history as
+    trimem records one."""
     if "text" not in value:
         raise InvalidArgument('has no "text"; every line needs the fact to remember')
-    own = {key: value[key] for key in SCOPE_KEYS if value.get(key) is not None}
+    own = own_scope(value)
     if not own and default_scope is None:
         raise InvalidArgument("names no user_id, agent_id or run_id; add one, or give the import a scope")
     created_at = _optional(value, "created_at", check_timestamp)
-    history = value.get("history") or []
-    if not isinstance(history, list):
-        raise InvalidArgument(f"history must be a list of events, got {type(history).__name__}")
+    text = check_text(value["text"], limits.max_text_chars)
+    metadata = _metadata(value.get("metadata"), limits)
     return CheckedMemory(
-        text=check_text(value["text"], limits.max_text_chars),
+        text=text,
         scope=check_scope(**own) if own else dict(default_scope or {}),
-        metadata=_metadata(value.get("metadata"), limits),
+        metadata=metadata,
         expiration_date=check_expiration(value.get("expiration_date"), None),
         actor_id=_optional(value, "actor_id", check_id),
         role=_optional(value, "role", _check_role),
         id=_optional(value, "id", check_id),
         created_at=created_at,
         updated_at=_optional(value, "updated_at", check_timestamp) or created_at,
-        history=tuple(_event(event, index, limits) for index, event in enumerate(history)),
+        history=_history(value.get("history"), text, metadata, limits),
         gap_before=_optional(value, "gap_before", _check_flag) or False,
     )
+
+
+def own_scope(value: Mapping[str, Any]) -> dict[str, Any]:
+    """The scope ids a line names itself: they win over the import's scope, which only goes to
+    lines that name none (an export of several users puts each memory back with its own)."""
+    return {key: value[key] for key in SCOPE_KEYS if value.get(key) is not None}
 
 
 def _optional(value: Mapping[str, Any], key: str, check: Callable[[Any, str], Any]) -> Any:
@@ -352,6 +390,66 @@ def _check_role(role: Any, name: str) -> str:
     if role not in MESSAGE_ROLES:
         raise InvalidArgument(f"{name} must be one of {', '.join(MESSAGE_ROLES)}, got {shown(role)}")
     return role
+
+
+def _history(history: Any, text: str, metadata: dict[str, Any], limits: LimitsConfig) -> tuple[HistoryEvent, ...]:
+    """A line's exported events, each checked, and together a story trimem could have recorded
+    (``_check_story``) that leaves the memory as the line has it."""
+    if not isinstance(history or [], list):
+        raise InvalidArgument(f"history must be a list of events, got {type(history).__name__}")
+    events = tuple(_event(event, index, limits) for index, event in enumerate(history or []))
+    if not events:
+        return events
+    left = _check_story(events)
+    if left[0] is None:
+        raise InvalidArgument("history ends with DELETE, but the line is a stored memory (an export holds no "
+                              "deleted one); drop the last event, or the line")
+    _require_state("", text, metadata, left, "what its history leaves")
+    return events
+
+
+NEXT_EVENTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "new": (("ADD",), "a history starts with ADD"),
+    "live": (("UPDATE", "DELETE"), "a stored memory can only be updated or deleted"),
+    "deleted": (("RESTORE", "ADD"), "a deleted memory can only be restored (or added again)"),
+}
+"""The events that may follow each state, as trimem records them (before RESTORE existed, a
+restore was recorded as ADD, so an ADD after a DELETE is kept too)."""
+
+
+def _check_story(events: Sequence[HistoryEvent]) -> tuple[str | None, dict[str, Any]]:
+    """The text and metadata the events leave a memory with (text ``None`` when it ends deleted).
+
+    Each event must be allowed where it comes (``NEXT_EVENTS``); an UPDATE or DELETE starts from
+    the text and metadata the event before it left, and a RESTORE brings back what the DELETE
+    took. Times are not compared: trimem's own histories can go back in time (a clock set back,
+    or a memory imported with a later date than the edits made to it afterwards).
+    """
+    state: tuple[str | None, dict[str, Any]] = (None, {})
+    deleted = False
+    for index, event in enumerate(events):
+        where = f"history[{index}]"
+        allowed, rule = NEXT_EVENTS["deleted" if deleted else "live" if state[0] is not None else "new"]
+        if event.event not in allowed:
+            raise InvalidArgument(f"{where} is {event.event}, which cannot come here: {rule}")
+        if event.event in ("UPDATE", "DELETE"):
+            _require_state(f"{where}.old_", event.old_text, event.old_metadata, state, "what the event before it left")
+        if event.event == "RESTORE":
+            _require_state(f"{where}.new_", event.new_text, event.new_metadata, state, "what the DELETE took")
+        if event.event != "DELETE" and not isinstance(event.new_text, str):
+            raise InvalidArgument(f"{where} is {event.event} without new_text, the text it leaves")
+        deleted = event.event == "DELETE"
+        if not deleted:
+            state = (event.new_text, event.new_metadata or {})
+    return (None, {}) if deleted else state
+
+
+def _require_state(prefix: str, text: Any, metadata: Any, state: tuple[str | None, dict[str, Any]], what: str) -> None:
+    """Refuse ``text`` and ``metadata`` (fields ``{prefix}text`` and ``{prefix}metadata``) unless
+    they are the ``state`` that ``what`` names."""
+    for field, got, expected in (("text", text, state[0]), ("metadata", metadata or {}, state[1])):
+        if got != expected:
+            raise InvalidArgument(f"{prefix}{field} {shown(got)} is not {shown(expected)}, {what}")
 
 
 def _event(event: Any, index: int, limits: LimitsConfig) -> HistoryEvent:

@@ -177,7 +177,11 @@ def check_timestamp(value: Any, name: str) -> str:
                               "'2026-12-01T09:30:00+00:00'") from None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=dt.timezone.utc)
-    return stamp.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
+    try:
+        return stamp.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
+    except OverflowError:  # 0001-01-01T00:00+14:00 is still year 0 in UTC
+        raise InvalidArgument(f"{name} {shown(value)} falls outside the years 1 to 9999 in UTC; "
+                              "send a real date and time") from None
 
 
 @dataclass(frozen=True)

@@ -420,7 +420,7 @@ def test_restore_brings_back_a_deleted_memory(run: Callable, engine: Engine) -> 
     again = engine.get(memory["id"], user_id="default")
     assert (again.text, again.metadata) == ("Ana is allergic to peanuts", {"category": "health"})
     assert engine.search("peanut allergy", user_id="default")[0].memory.id == memory["id"]
-    assert [e.event for e in engine.history(memory["id"], user_id="default")] == ["ADD", "DELETE", "ADD"]
+    assert [e.event for e in engine.history(memory["id"], user_id="default")] == ["ADD", "DELETE", "RESTORE"]
     assert "is not deleted" in run("restore", memory["id"], ok=False).output
     assert "no history" in run("restore", "no-such-id", ok=False).output
     assert engine.check() == []
@@ -618,7 +618,7 @@ def test_import_with_a_bad_line_imports_nothing_and_names_it(run: Callable, engi
                                '{"text": "x", "user_id": "ana", "metdata": {}}']) + "\n")
     result = run("import", str(path), ok=False)
     assert result.exit_code == 1
-    assert result.output.strip().startswith("Error: line 302: unknown key 'metdata'")
+    assert result.output.strip().startswith(f"Error: {path}, line 302: unknown key 'metdata'")
     assert "Traceback" not in result.output
     assert engine.status()["counts"]["memories"] == 0  # the chunks before it were not written either
 

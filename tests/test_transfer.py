@@ -167,6 +167,13 @@ def bad_file(tmp_path: Path, bad: str, good_after: int = 300) -> Path:
     ("bad", "message"),
     [
         ("{oops", "line 3: not valid JSON"),
+        ('{"text": "x", "user_id": "ana", "created_at": "0001-01-01T00:00:00+14:00"}',
+         "line 3: created_at '0001-01-01T00:00:00+14:00' falls outside the years 1 to 9999 in UTC"),
+        ('{"text": "x", "user_id": "ana", "updated_at": "9999-12-31T23:59:59-14:00"}',
+         "line 3: updated_at '9999-12-31T23:59:59-14:00' falls outside the years 1 to 9999 in UTC"),
+        ('{"text": "x", "user_id": "ana", "history": [{"event": "ADD", "new_text": "x", '
+         '"created_at": "9999-12-31T23:59:59-14:00"}]}', "line 3: history[0].created_at '9999-12-31T23:59:59-14:00' "
+         "falls outside"),
         ('{"text": "tab\there"}', "line 3: not valid JSON (Invalid control character at column 14)"),
         ('{"text": "x", "user_id": "ana", "colour": "red"}', "line 3: unknown key 'colour'"),
         ('{"user_id": "ana"}', 'line 3: has no "text"'),
@@ -182,7 +189,7 @@ def test_a_bad_line_is_named_and_its_chunk_is_not_written(
     engine: Engine, tmp_path: Path, bad: str, message: str
 ) -> None:
     path = bad_file(tmp_path, bad)
-    with pytest.raises(BadLine, match="^" + re.escape(message)):
+    with pytest.raises(BadLine, match="^" + re.escape(f"{path}, {message}")):
         engine.import_memories(path, dry_run=True)
     with pytest.raises(BadLine):
         engine.import_memories(path)
@@ -194,7 +201,7 @@ def test_chunks_before_a_bad_line_are_written_and_a_second_run_finishes(engine: 
     lines = path.read_text().splitlines()
     good = [json.dumps({"text": f"Ana fact number {i}", "user_id": "ana"}) for i in range(256)]
     path.write_text("\n".join([lines[0], *good, lines[2]]) + "\n")  # the bad line opens the second chunk
-    with pytest.raises(BadLine, match="^line 258: "):
+    with pytest.raises(BadLine, match=f"^{re.escape(str(path))}, line 258: "):
         engine.import_memories(path)
     assert engine.status()["counts"]["memories"] == 256
     path.write_text("\n".join([lines[0], *good, lines[1]]) + "\n")
@@ -206,7 +213,7 @@ def test_chunks_before_a_bad_line_are_written_and_a_second_run_finishes(engine: 
     ("content", "message"),
     [
         ("", "is empty"),
-        ('{"text": "Ana likes tea", "user_id": "ana"}\n', "line 1 of .* is not a trimem export header"),
+        ('{"text": "Ana likes tea", "user_id": "ana"}\n', "export.jsonl, line 1 is not a trimem export header"),
         ('{"format": "trimem-memories", "format_version": 2, "trimem_version": "9.0"}\n',
          "format version 2, written by trimem '9.0'; this trimem reads up to version 1: upgrade"),
         ('{"format": "trimem-memories", "format_version": "1"}\n', "line 1: format_version must be"),
