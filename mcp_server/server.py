@@ -417,7 +417,7 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
     def memory_history(
         ctx: Context, memory_id: MemoryId, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
     ) -> Annotated[CallToolResult, HistoryOutput]:
-        """How a memory changed (added, updated, deleted, restored), oldest first, also after deletion."""
+        """How a memory changed (added, updated, deleted, restored), oldest first."""
         events = HistoryOutput.of(
             engine_of(ctx).history(memory_id, **default_scope(config, user_id, agent_id, run_id)), max_chars
         )
