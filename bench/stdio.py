@@ -137,11 +137,14 @@ def model_cache() -> str:
 
 
 def server_env(home: Path) -> dict[str, str]:
-    """Environment for a spawned ``trimem``: its own data folder and database, the shared model cache."""
+    """Environment for a spawned ``trimem``: its own data folder and database, the shared model cache,
+    and this checkout first on the path (the SDK's ``stdio_client`` passes no ``PYTHONPATH``, and an
+    installed ``trimem`` may be another checkout's)."""
     return {
         "TRIMEM_HOME": str(home),
         "TRIMEM_DB_PATH": str(home / "memories.db"),
         "TRIMEM_MODEL_CACHE": model_cache(),
+        "PYTHONPATH": str(report.ROOT),
     }
 
 

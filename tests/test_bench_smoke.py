@@ -211,3 +211,21 @@ def test_transfer_benchmark_runs_on_a_slice(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "| export (`Engine.export` to a file) | 12 |" in out
     assert "| import (`Engine.import_memories`) | 12 |" in out and "`add_many` of the same texts" in out
+
+
+def test_a_spawned_trimem_imports_this_checkout(tmp_path: Path) -> None:
+    """The SDK's ``stdio_client`` passes no ``PYTHONPATH``: unless the server's environment names this
+    checkout, an installed ``trimem`` of another checkout is what the benchmarks measure."""
+    import subprocess
+    import sys
+
+    from mcp.client.stdio import get_default_environment
+
+    from bench import stdio
+
+    script = tmp_path / "console_script.py"  # as ``trimem``: its own folder first on the path, not the cwd
+    script.write_text("import mcp_server\nprint(mcp_server.__file__)\n")
+    env = get_default_environment() | stdio.server_env(tmp_path)
+    where = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert Path(where).parent == report.ROOT / "mcp_server"
