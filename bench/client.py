@@ -7,14 +7,15 @@ floor in the engine.
     python bench/peer.py            # once: install the peer (its docstring says how it is set up)
     python bench/client.py [--memories 1000] [--queries 200] [--no-peer] [--no-doc]
 
-With the defaults a run takes about 8 minutes on an idle 2-core machine (most of it the peer's
-ingest and its three start-ups); ``--memories 100 --queries 20`` checks the code in about two.
+With the defaults a run takes about 5 minutes on an idle 2-core machine (half of it the ingest);
+``--memories 100 --queries 20`` checks the code in about one.
 Without the peer's virtualenv (or with ``--no-peer``) it says so, measures trimem and its floor
 alone, and judges no target that needs the peer.
 
 Data: the first ``--memories`` turns of the LoCoMo dev conversations in order, one memory per turn,
 and ``--queries`` questions answered within those turns (a fixed shuffle); both servers get the same
-texts in the same order and the same questions, each in a fresh folder of its own. The two servers
+texts in the same order and the same questions, each in a fresh folder of its own
+(``bench/results/client/<server>``, kept after the run with the server's log). The two servers
 are asked in turn, one call each, the one asked first swapping every round, so whatever else loads
 the machine loads both alike. Three sessions of each server, on the same folder:
 
@@ -38,6 +39,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,6 +64,8 @@ TOP_KS = (TIMED_TOP_K, 20)
 WARMUP = stdio.WARMUP
 CLIENT_INFO = {"name": "trimem-client-bench", "version": "1"}
 CLOSE_TIMEOUT_S = 10
+FOLDER = report.RESULTS / "client"
+"""Each server's data folder and log, kept after the run."""
 
 TARGET_EXTRA_CHARS = 100
 """Search text per result beyond the memory's own text, at most."""
@@ -480,19 +484,29 @@ class Run:
     queries: int
 
 
-def run(memories: int, queries: int, with_peer: bool = True) -> Run:
-    """Measure trimem and (when it is installed and wanted) the peer, then the floor, on the same data."""
+def run(memories: int, queries: int, folder: Path, with_peer: bool = True) -> Run:
+    """Measure trimem and (when it is installed and wanted) the peer, then the floor, on the same data.
+
+    Each server's data and log go to a fresh ``folder/<server>`` (emptied first, kept after the run).
+    """
     per_client = 1 + queries  # one untimed add, then the timed ones
     stored, added, questions = dataset(memories, queries, more=2 * per_client)
     missing = peer.missing() if with_peer else "not asked for (--no-peer)"
-    with tempfile.TemporaryDirectory() as tmp:
-        homes = [Path(tmp, "trimem"), Path(tmp, "peer")]
-        for home in homes:
-            home.mkdir()
-        servers = [trimem_server(homes[0])] + ([] if missing else [peer_server(homes[1])])
-        measured = anyio.run(measure_servers, servers, homes, stored, questions, added)
+    homes = [folder / "trimem", folder / "peer"]
+    for home in homes:
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+    servers = [trimem_server(homes[0])] + ([] if missing else [peer_server(homes[1])])
+    measured = anyio.run(measure_servers, servers, homes, stored, questions, added)
     floor = measure_floor(stored, questions, added[:per_client])
     return Run(measured[0], measured[1] if len(measured) > 1 else None, missing, floor, memories, queries)
+
+
+def failure_of(exc: BaseException) -> BaseException:
+    """What went wrong, out of the task groups the SDK's client wraps it in."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 # --- the report ---------------------------------------------------------------------------------------------
@@ -503,8 +517,9 @@ def _ratio(ours: float | None, theirs: float | None) -> str:
 
 
 def _verdict(ok: bool | None, needs_peer: bool = False) -> str:
+    """A target's cell: met or not; nothing for a row without a target."""
     if ok is None:
-        return "n/a: peer not run" if needs_peer else "–"
+        return "n/a: peer not run" if needs_peer else ""
     return stdio.yes(ok)
 
 
@@ -621,6 +636,8 @@ def markdown(run: Run, command: str, environment: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from mcp.shared.exceptions import MCPError
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=1000, help="memories ingested, one add each, before searching")
     parser.add_argument("--queries", type=int, default=200, help="timed searches, and timed single adds, per client")
@@ -632,9 +649,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     load_at_start = os.getloadavg()[0]
     try:
-        result = run(args.memories, args.queries, with_peer=not args.no_peer)
-    except (RuntimeError, ValueError) as exc:
-        print(f"the client benchmark stopped: {exc}", file=sys.stderr)
+        result = run(args.memories, args.queries, FOLDER, with_peer=not args.no_peer)
+    except Exception as exc:  # a failed call, a server that died: say which, without a traceback
+        failure = failure_of(exc)
+        if not isinstance(failure, (RuntimeError, ValueError, OSError, MCPError)):
+            raise
+        print(f"the client benchmark stopped: {failure} (the servers' logs: {FOLDER}/*/server.log)", file=sys.stderr)
         return 1
     environment = report.environment({"1-min load average at the start": f"{load_at_start:.1f}"})
     section = markdown(result, report.command_line(), environment)

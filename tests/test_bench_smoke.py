@@ -222,7 +222,7 @@ def test_client_benchmark_on_a_slice_says_the_peer_is_absent(monkeypatch: pytest
     from bench import client, peer
 
     monkeypatch.setattr(peer, "SERVER_SCRIPT", tmp_path / "peer-venv" / "bin" / "memory")
-    run = client.run(memories=12, queries=3)
+    run = client.run(memories=12, queries=3, folder=tmp_path)
 
     assert run.peer is None and "is not installed" in run.peer_missing
     timed = {(client.INGEST, client.SDK): 12, (client.SEARCH, client.SDK): 3, (client.SEARCH, client.RAW): 3,
@@ -243,6 +243,25 @@ def test_client_benchmark_on_a_slice_says_the_peer_is_absent(monkeypatch: pytest
     assert "run `python bench/peer.py` to install it" in text
     assert text.count("n/a: peer not run") == 5  # search raw and SDK, add raw and SDK, ingest
     assert "| names + descriptions + input schemas, chars |" in text and "| 12 single adds, SDK client" in text
+
+
+def test_a_failed_call_stops_the_client_benchmark_with_the_servers_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Figures from failed calls are not figures: the run stops and says which call failed and why."""
+    import dataclasses
+
+    from bench import client
+
+    trimem_server = client.trimem_server
+    monkeypatch.setattr(client, "FOLDER", tmp_path)
+    monkeypatch.setattr(client, "trimem_server", lambda home: dataclasses.replace(
+        trimem_server(home), add_arguments=lambda text: {"text": text, "messages": [{"role": "user", "content": text}]}))
+
+    assert client.main(["--memories", "3", "--queries", "1", "--no-peer", "--no-doc"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith("the client benchmark stopped: trimem: add_memory failed: ")
+    assert "send exactly one of text" in captured.err and "Traceback" not in captured.err and not captured.out
 
 
 def test_servers_are_asked_in_turn_the_first_swapping_every_call() -> None:
