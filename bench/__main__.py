@@ -10,6 +10,6 @@ COMMANDS = {
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-        print("usage: python -m bench {quality,ideas,speed,transfer,client} [options]  (--help for each)", file=sys.stderr)
+        print(f"usage: python -m bench {{{','.join(COMMANDS)}}} [options]  (--help for each)", file=sys.stderr)
         raise SystemExit(2)
     raise SystemExit(COMMANDS[sys.argv[1]](sys.argv[2:]))

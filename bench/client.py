@@ -347,10 +347,9 @@ class ToolList:
 
     @classmethod
     def of(cls, result: dict[str, Any], reply_bytes: int) -> ToolList:
-        return cls({
-            tool["name"]: len(tool["name"]) + len(tool.get("description") or "") + len(compact_json(tool["inputSchema"]))
-            for tool in result["tools"]
-        }, reply_bytes)
+        sizes = {tool["name"]: len(tool["name"]) + len(tool.get("description") or "") + len(compact_json(
+            tool["inputSchema"])) for tool in result["tools"]}
+        return cls(sizes, reply_bytes)
 
     @property
     def total(self) -> int:
@@ -408,37 +407,63 @@ async def measure_servers(
     """The three sessions of the module docstring; ``added`` holds 2 × (1 + queries) new texts."""
     measured = [Measured(server.name) for server in servers]
     half = len(added) // 2
-    async with AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(sdk_client(s, h)) for s, h in zip(servers, homes)]
-        await ask_in_turn(clients, searches(questions[:1]))  # each ready: trimem loads its models after initialize
-        for m, answers in zip(measured, await ask_in_turn(clients, adds(memories))):
-            m.timed(INGEST, SDK, answers)
-        await ask_in_turn(clients, searches(questions[:WARMUP]))
-        for m, answers in zip(measured, await ask_in_turn(clients, searches(questions))):
-            m.timed(SEARCH, SDK, answers)
-        _progress(measured, "ingest and search through the SDK client")
-    with ExitStack() as stack:
-        raws = [stack.enter_context(raw_client(s, h)) for s, h in zip(servers, homes)]
-        for m, raw in zip(measured, raws):
-            m.tools = ToolList.of(*raw.request("tools/list", {}))
-        await ask_in_turn(raws, searches(questions[:WARMUP]))
-        for top_k in TOP_KS:
-            for server, m, answers in zip(servers, measured, await ask_in_turn(raws, searches(questions, top_k))):
-                sizes = m.replies[top_k] = ReplySizes()
-                for answer in answers:
-                    sizes.count(server, answer)
-                if top_k == TIMED_TOP_K:
-                    m.timed(SEARCH, RAW, answers)
-        await ask_in_turn(raws, adds(added[:1]))
-        for m, answers in zip(measured, await ask_in_turn(raws, adds(added[1:half]))):
-            m.timed(ADD, RAW, answers)
-        _progress(measured, "tool list, replies, search and add over raw JSON-RPC")
-    async with AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(sdk_client(s, h)) for s, h in zip(servers, homes)]
+    async with sdk_clients(servers, homes) as clients:
+        await ingest_and_search(clients, memories, questions, measured)
+    with raw_clients(servers, homes) as clients:
+        await raw_session(clients, questions, added[:half], measured)
+    async with sdk_clients(servers, homes) as clients:
         await ask_in_turn(clients, adds(added[half : half + 1]))
-        for m, answers in zip(measured, await ask_in_turn(clients, adds(added[half + 1 :]))):
-            m.timed(ADD, SDK, answers)
+        record(measured, ADD, SDK, await ask_in_turn(clients, adds(added[half + 1 :])))
     return measured
+
+
+@asynccontextmanager
+async def sdk_clients(servers: Sequence[Server], homes: Sequence[Path]) -> AsyncIterator[list[SdkClient]]:
+    async with AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(sdk_client(s, h)) for s, h in zip(servers, homes)]
+
+
+@contextmanager
+def raw_clients(servers: Sequence[Server], homes: Sequence[Path]) -> Iterator[list[RawClient]]:
+    with ExitStack() as stack:
+        yield [stack.enter_context(raw_client(s, h)) for s, h in zip(servers, homes)]
+
+
+def record(measured: Sequence[Measured], kind: str, client: str, answers: Sequence[Sequence[Answer]]) -> None:
+    """Each server's answers as its timed calls of one kind through one client."""
+    for m, its_answers in zip(measured, answers):
+        m.timed(kind, client, its_answers)
+
+
+async def ingest_and_search(
+    clients: Sequence[SdkClient], memories: Sequence[str], questions: Sequence[str], measured: Sequence[Measured]
+) -> None:
+    """Session 1: ingest, then warm searches, through the SDK client."""
+    await ask_in_turn(clients, searches(questions[:1]))  # each ready: trimem loads its models after initialize
+    record(measured, INGEST, SDK, await ask_in_turn(clients, adds(memories)))
+    await ask_in_turn(clients, searches(questions[:WARMUP]))
+    record(measured, SEARCH, SDK, await ask_in_turn(clients, searches(questions)))
+    _progress(measured, "ingest and search through the SDK client")
+
+
+async def raw_session(
+    clients: Sequence[RawClient], questions: Sequence[str], added: Sequence[str], measured: Sequence[Measured]
+) -> None:
+    """Session 2, raw JSON-RPC: the tool list, the search replies at each top_k, warm searches and adds."""
+    for m, client in zip(measured, clients):
+        m.tools = ToolList.of(*client.request("tools/list", {}))
+    await ask_in_turn(clients, searches(questions[:WARMUP]))
+    for top_k in TOP_KS:
+        answers = await ask_in_turn(clients, searches(questions, top_k))
+        for client, m, its_answers in zip(clients, measured, answers):
+            sizes = m.replies[top_k] = ReplySizes()
+            for answer in its_answers:
+                sizes.count(client.server, answer)
+        if top_k == TIMED_TOP_K:
+            record(measured, SEARCH, RAW, answers)
+    await ask_in_turn(clients, adds(added[:1]))
+    record(measured, ADD, RAW, await ask_in_turn(clients, adds(added[1:])))
+    _progress(measured, "tool list, replies, search and add over raw JSON-RPC")
 
 
 def _progress(measured: Sequence[Measured], what: str) -> None:

