@@ -1,13 +1,15 @@
-"""``python -m bench quality|ideas|speed|transfer [options]``: the same as running the script."""
+"""``python -m bench quality|ideas|speed|transfer|client [options]``: the same as running the script."""
 
 import sys
 
-from bench import ideas, quality, speed, transfer
+from bench import client, ideas, quality, speed, transfer
 
-COMMANDS = {"quality": quality.main, "ideas": ideas.main, "speed": speed.main, "transfer": transfer.main}
+COMMANDS = {
+    "quality": quality.main, "ideas": ideas.main, "speed": speed.main, "transfer": transfer.main, "client": client.main,
+}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-        print("usage: python -m bench {quality,ideas,speed,transfer} [options]  (--help for each)", file=sys.stderr)
+        print(f"usage: python -m bench {{{','.join(COMMANDS)}}} [options]  (--help for each)", file=sys.stderr)
         raise SystemExit(2)
     raise SystemExit(COMMANDS[sys.argv[1]](sys.argv[2:]))

@@ -211,3 +211,131 @@ def test_transfer_benchmark_runs_on_a_slice(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "| export (`Engine.export` to a file) | 12 |" in out
     assert "| import (`Engine.import_memories`) | 12 |" in out and "`add_many` of the same texts" in out
+
+
+# --- what an MCP client feels, beside the peer ------------------------------------------------------
+
+
+def test_client_benchmark_on_a_slice_says_the_peer_is_absent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What CI runs, where the peer is not installed: trimem over both clients and its floor on 12
+    turns; the report says plainly that the peer was not measured and judges nothing that needs it."""
+    from bench import client, peer
+
+    monkeypatch.setattr(peer, "SERVER_SCRIPT", tmp_path / "peer-venv" / "bin" / "memory")
+    run = client.run(memories=12, queries=3, folder=tmp_path)
+
+    assert run.peer is None and "is not installed" in run.peer_missing
+    timed = {(client.INGEST, client.SDK): 12, (client.SEARCH, client.SDK): 3, (client.SEARCH, client.RAW): 3,
+             (client.ADD, client.RAW): 3, (client.ADD, client.SDK): 3}
+    assert {key: len(times) for key, times in run.trimem.seconds.items()} == timed
+    assert {kind: len(run.floor.seconds[kind, client.ENGINE]) for kind in (client.INGEST, client.SEARCH, client.ADD)} \
+        == {client.INGEST: 12, client.SEARCH: 3, client.ADD: 3}
+    assert set(run.trimem.tools.chars) == {
+        "add_memory", "search_memory", "explain_search", "get_memory", "list_memories", "update_memory",
+        "delete_memory", "delete_all_memories", "memory_history"}
+    for top_k in client.TOP_KS:
+        sizes = run.trimem.replies[top_k]
+        assert sizes.replies == 3 and 0 < sizes.results <= 3 * min(top_k, 12)
+        assert 0 < sizes.own_chars < sizes.text_chars < sizes.structured_chars < sizes.wire_bytes
+
+    text = client.markdown(run, "python bench/client.py --memories 12 --queries 3", "env")
+    assert f"**The peer was not measured**: {peer.NAME} is not installed" in text
+    assert "run `python bench/peer.py` to install it" in text
+    assert text.count("n/a: peer not run") == 5  # search raw and SDK, add raw and SDK, ingest
+    assert "| names + descriptions + input schemas, chars |" in text and "| 12 single adds, SDK client" in text
+
+
+def test_a_failed_call_stops_the_client_benchmark_with_the_servers_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Figures from failed calls are not figures: the run stops and says which call failed and why."""
+    import dataclasses
+
+    from bench import client
+
+    trimem_server = client.trimem_server
+
+    def sending_both(home: Path) -> client.Server:  # add_memory refuses text and messages in one call
+        return dataclasses.replace(trimem_server(home), add_arguments=lambda text: {
+            "text": text, "messages": [{"role": "user", "content": text}]})
+
+    monkeypatch.setattr(client, "FOLDER", tmp_path)
+    monkeypatch.setattr(client, "trimem_server", sending_both)
+
+    assert client.main(["--memories", "3", "--queries", "1", "--no-peer", "--no-doc"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith("the client benchmark stopped: trimem: add_memory failed: ")
+    assert "send exactly one of text" in captured.err and "Traceback" not in captured.err and not captured.out
+
+
+def test_servers_are_asked_in_turn_the_first_swapping_every_call() -> None:
+    from bench import client
+
+    assert list(client.in_turn(3, 2)) == [(0, 0), (0, 1), (1, 1), (1, 0), (2, 0), (2, 1)]
+
+
+def test_the_peers_search_text_is_read_result_by_result() -> None:
+    """The layout of its ``memory_search`` text (``_format_search_memory`` in its server handlers)."""
+    from bench import peer
+
+    text = (
+        "Found 2 memories (mode: hybrid) for query: 'Where does Ana work?'\n\n"
+        "1. Ana: I work at the hospital.\nSecond line.\n   Hash: 0b8c12a3\n"
+        "   Created: 2026-12-03T09:49:26Z [untagged]\n\n"
+        "2. Bo: 3. Not a result.\n   Hash: ae2f0e7d\n   Created: 2026-12-03T09:49:27Z"
+    )
+    assert peer.found_texts(text) == ["Ana: I work at the hospital.\nSecond line.", "Bo: 3. Not a result."]
+    assert peer.found_texts("Found 0 memories (mode: hybrid)") == []
+    assert peer.refused(peer.ADD_TOOL, "Failed to initialize SQLite-vec storage: extension loading not supported")
+    assert peer.refused(peer.SEARCH_TOOL, "Error searching memories: database is locked")
+    assert not peer.refused(peer.ADD_TOOL, "Memory stored successfully (hash: 0b8c12a3)")
+
+
+def _peer_absent() -> str | None:
+    from bench import peer
+
+    return peer.missing()
+
+
+@pytest.mark.skipif(_peer_absent() is not None, reason=f"the peer is not measured here: {_peer_absent()}")
+def test_the_peer_stores_and_answers_as_the_benchmark_reads_it(tmp_path: Path) -> None:
+    """The real peer over raw JSON-RPC: every add counted as stored, its search read back whole, and
+    a refused add (an exact repeat) caught though the peer answers most failures as plain text."""
+    import anyio
+
+    from bench import client
+
+    server = client.peer_server(tmp_path)
+    texts = ["Ana works as a nurse at Santa Maria hospital", "Bo plays chess on Sundays", "Ana's brother is a chef"]
+
+    async def ask() -> tuple[list[client.Answer], Exception]:
+        with client.raw_client(server, tmp_path) as raw:
+            await client.ask_in_turn([raw], client.adds(texts))
+            (answers,) = await client.ask_in_turn([raw], client.searches(["Where does Ana work?"], top_k=5))
+            try:
+                await client.ask_in_turn([raw], client.adds(texts[:1]))
+            except RuntimeError as exc:
+                return answers, exc
+        raise AssertionError("the peer stored an exact repeat")
+
+    (answer,), refusal = anyio.run(ask)
+    assert sorted(server.found_texts(answer.reply)) == sorted(texts)
+    assert str(refusal).startswith(f"{server.name}: {server.add_tool} failed")
+
+
+def test_a_spawned_trimem_imports_this_checkout(tmp_path: Path) -> None:
+    """The SDK's ``stdio_client`` passes no ``PYTHONPATH``: unless the server's environment names this
+    checkout, an installed ``trimem`` of another checkout is what the benchmarks measure."""
+    import subprocess
+    import sys
+
+    from mcp.client.stdio import get_default_environment
+
+    from bench import stdio
+
+    script = tmp_path / "console_script.py"  # as ``trimem``: its own folder first on the path, not the cwd
+    script.write_text("import mcp_server\nprint(mcp_server.__file__)\n")
+    env = get_default_environment() | stdio.server_env(tmp_path)
+    where = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert Path(where).parent == report.ROOT / "mcp_server"
