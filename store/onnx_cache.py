@@ -55,6 +55,10 @@ EXPORTERS: dict[Variant, tuple[str, ...]] = {
 """The packages whose code makes each variant's graph (tracing; int8 adds the quantiser): a new
 version of one may export another graph."""
 
+EXPORT_LOGGERS = ("sentence_transformers",)
+"""Loggers whose INFO lines during an export only debugging wants (torch and transformers set
+their own loggers to WARNING when imported, and must keep what they set)."""
+
 ABANDONED_AFTER = 3600.0
 """Seconds after which a temporary export folder is a killed process's leftover: no export takes
 that long, so a younger one may be another process's export in progress."""
@@ -154,8 +158,9 @@ def cached_model(name: str, source: Path, cache_dir: Path, variant: Variant, thr
             _discard(folder)
     log.info("preparing the embedding model for first use (once per user, about ten seconds)")
     log.debug("exporting %s to ONNX (%s) into %s", source, variant, folder)
-    _remove_abandoned(cache_dir)
-    export(source, folder, recipe)
+    with _quiet(EXPORT_LOGGERS, logging.WARNING):
+        _remove_abandoned(cache_dir)
+        export(source, folder, recipe)
     try:
         return _open_verified(folder, recipe, threads)
     except Exception as exc:
@@ -233,7 +238,8 @@ def export(source: Path, folder: Path, recipe: Recipe) -> None:
         opened = OpenModel(cached, open_session(cached.onnx_path, threads=1), tokenizer_for(cached))
         texts = [PROBE_TEXT, *VERIFY_TEXTS]
         exported = opened.embed(texts)
-        reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+        reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True,
+                                 show_progress_bar=log.isEnabledFor(logging.DEBUG))
         cosines = np.sum(exported * reference, axis=1)
         minimum = PROBE_MIN_COSINE if recipe.variant == "fp32" else INT8_MIN_COSINE
         if float(cosines.min()) < minimum:
@@ -290,6 +296,23 @@ def _scratch(parent: Path, prefix: str) -> Iterator[Path]:
         yield Path(holder) / "copy"
 
 
+@contextlib.contextmanager
+def _quiet(loggers: tuple[str, ...], level: int) -> Iterator[None]:
+    """Raise ``loggers`` to at least ``level`` for a while, unless trimem logs at debug: a
+    one-off export's library lines are noise on a user's command and what debugging needs."""
+    if log.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    previous = {name: logging.getLogger(name).level for name in loggers}
+    for name in loggers:
+        logging.getLogger(name).setLevel(max(level, logging.getLogger(name).getEffectiveLevel()))
+    try:
+        yield
+    finally:
+        for name, old in previous.items():
+            logging.getLogger(name).setLevel(old)
+
+
 def _version(package: str) -> str:
     """An installed package's version, read from its metadata (nothing is imported)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -336,16 +359,12 @@ def _quantize(onnx_path: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     quantized = onnx_path.with_suffix(".int8.onnx")
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # the quantiser's advice to pre-process is for image models
-    try:
+    # The quantiser logs through the root logger, and its advice to pre-process is for image models.
+    with _quiet(("",), logging.ERROR):
         quantize_dynamic(
             str(onnx_path), str(quantized), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
             per_channel=True,
         )
-    finally:
-        root.setLevel(level)
     quantized.replace(onnx_path)
 
 

@@ -56,6 +56,14 @@ def first_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, s
     return cache_home, home, stderr
 
 
+def test_a_first_start_says_one_line_and_shows_no_library_output(first_start):
+    _, home, stderr = first_start
+    [created, preparing] = stderr.splitlines()  # no progress bar, no sentence-transformers lines
+    assert created == f"created new database at {home / 'memories.db'}"
+    assert preparing.endswith(PREPARING)
+    assert "\r" not in stderr
+
+
 def test_every_data_folder_shares_the_users_copy(first_start, tmp_path: Path):
     cache_home, _, _ = first_start
     [folder] = copies(cache_home).iterdir()
@@ -65,6 +73,14 @@ def test_every_data_folder_shares_the_users_copy(first_start, tmp_path: Path):
     assert [path.name for path in copies(cache_home).iterdir()] == [folder.name]
     again = (folder / "model.onnx").stat()
     assert (again.st_ino, again.st_mtime_ns) == (made.st_ino, made.st_mtime_ns)  # opened, not exported again
+
+
+def test_debug_shows_the_export_as_it_happens(tmp_path: Path):
+    stderr = finished(trimem("--log-level", "debug", "add", "Ana drinks sencha",
+                             cache_home=tmp_path / "user-cache", home=tmp_path / "home"))
+    assert "DEBUG store.onnx_cache: exporting " in stderr
+    assert "INFO sentence_transformers" in stderr
+    assert "Batches: 100%" in stderr  # sentence-transformers' progress bar while it checks the export
 
 
 def test_two_first_starts_at_once_leave_one_good_copy(tmp_path: Path):
