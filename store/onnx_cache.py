@@ -155,10 +155,11 @@ def cached_model(name: str, source: Path, cache_dir: Path, variant: Variant, thr
             return _open_verified(folder, recipe, threads)
         except Exception as exc:  # any unreadable piece means the same: rebuild it
             log.warning("the cached embedding model %s is damaged (%s); preparing it again", folder, exc)
-            _discard(folder)
+            with _writing(cache_dir):
+                _discard(folder)
     log.info("preparing the embedding model for first use (once per user, about ten seconds)")
     log.debug("exporting %s to ONNX (%s) into %s", source, variant, folder)
-    with _quiet(EXPORT_LOGGERS, logging.WARNING):
+    with _writing(cache_dir), _quiet(EXPORT_LOGGERS, logging.WARNING):
         _remove_abandoned(cache_dir)
         export(source, folder, recipe)
     try:
@@ -294,6 +295,19 @@ def _scratch(parent: Path, prefix: str) -> Iterator[Path]:
     parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=parent, prefix=prefix) as holder:
         yield Path(holder) / "copy"
+
+
+@contextlib.contextmanager
+def _writing(cache_dir: Path) -> Iterator[None]:
+    """A folder that cannot be written (read-only, full, a file in the way) is a message that
+    says which setting moves it."""
+    try:
+        yield
+    except OSError as exc:
+        raise ModelUnavailable(
+            f"cannot write the embedding model's ONNX copy into {cache_dir} ({exc}); set model_cache "
+            "(TRIMEM_MODEL_CACHE) to a writable folder with 100 MB free"
+        ) from exc
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 
@@ -26,11 +27,13 @@ from store.onnx_cache import ABANDONED_AFTER, Recipe
 PREPARING = "INFO store.onnx_cache: preparing the embedding model for first use (once per user, about ten seconds)"
 
 
-def trimem(*argv: str, cache_home: Path, home: Path) -> subprocess.Popen:
+def trimem(*argv: str, cache_home: Path, home: Path, **settings: str) -> subprocess.Popen:
     """``trimem ARGV`` started in a new process as on a user's machine: no ``TRIMEM_*`` setting
-    but the data folder ``home``, and the user cache folder in ``cache_home``."""
+    but the data folder ``home`` and ``settings`` (``model_cache="..."``), and the user cache
+    folder in ``cache_home``."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("TRIMEM_")}
     env |= {"TRIMEM_HOME": str(home), "XDG_CACHE_HOME": str(cache_home)}
+    env |= {f"TRIMEM_{key.upper()}": value for key, value in settings.items()}
     return subprocess.Popen([sys.executable, "-m", "mcp_server", *argv], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -100,6 +103,30 @@ def test_two_first_starts_at_once_leave_one_good_copy(tmp_path: Path):
     assert sorted(path.name for path in copies(cache_home).iterdir()) == [".export-running", folder]
     third = finished(trimem("search", "tea", cache_home=cache_home, home=tmp_path / "home-0"))
     assert "preparing" not in third and "damaged" not in third
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a 1 MB file system: the export cannot fit."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_cache_without_room_is_a_message_and_leaves_nothing(full_disk: Path, tmp_path: Path):
+    start = trimem("add", "Ana drinks sencha", cache_home=tmp_path / "user-cache", home=tmp_path / "home",
+                   model_cache=str(full_disk))
+    _, stderr = start.communicate(timeout=300)
+    assert start.returncode == 1 and "Traceback" not in stderr
+    assert stderr.splitlines()[-1] == (
+        f"Error: cannot write the embedding model's ONNX copy into {full_disk} ([Errno 28] No space left on "
+        "device); set model_cache (TRIMEM_MODEL_CACHE) to a writable folder with 100 MB free"
+    )
+    assert list(full_disk.iterdir()) == []  # no partial copy, no temporary folder
 
 
 def test_the_copy_is_named_by_everything_that_makes_its_graph(tmp_path: Path):
