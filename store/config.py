@@ -104,10 +104,13 @@ class Config:
 
     @property
     def model_cache_dir(self) -> Path:
-        """Where exported model copies live: the configured folder, else ``models`` in the data folder."""
+        """Where exported model copies live: the configured folder, else ``onnx`` in the user's
+        cache folder, which every database and data folder of the user shares."""
         if self.store.model_cache:
             return Path(self.store.model_cache).expanduser()
-        return data_dir() / "models"
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("trimem", appauthor=False)) / "onnx"
 
     def replace(self, section: str, **values: Any) -> Config:
         """A copy with some keys of one section changed (flags, tests, benchmark ablations)."""

@@ -121,8 +121,8 @@ class SentenceTransformerEmbedder:
 class OnnxEmbedder:
     """The same model under ONNX Runtime with its fast tokenizer: no torch once exported.
 
-    The first load exports the model (through sentence-transformers, once per weights) into
-    ``cache_dir``; every later load opens the verified copy. Batches are sorted by length
+    The first load exports the model (through sentence-transformers, once per user and
+    weights) into ``cache_dir``; every later load, from any database, opens the verified copy. Batches are sorted by length
     so that padding to the longest text wastes little work on bulk writes.
     """
 

@@ -1,23 +1,30 @@
-"""The ONNX copy of an embedding model: exported once from sentence-transformers, cached by
-the weights' hash, and checked every time it is opened.
+"""The ONNX copy of an embedding model: exported once per user from sentence-transformers,
+cached under a hash of everything the graph depends on, and checked every time it is opened.
 
 sentence-transformers finds and loads the model (torch) the first time; the whole
 pipeline (transformer, the model's own pooling, L2 normalisation) is exported to one
 ONNX graph, the fast tokenizer is saved beside it, and a sidecar records how the two
-were made and the vector the exported graph gives for a probe sentence. Later starts
-read the sidecar, run the probe, and compare: a copy that is missing, unreadable, made
-from other weights, or whose probe vector drifted is rebuilt, never half-used. Files
-appear by atomic rename, so a crash mid-export leaves no partial copy behind.
+were made and the vector the exported graph gives for a probe sentence. Each copy is a
+folder named after the hash of its ``Recipe`` (the model's files, the variant, the opset,
+the exporting libraries' versions), so every database and data folder of a user shares
+it and anything that would export another graph gets another folder. Later starts read
+the sidecar, run the probe, and compare: a copy that is unreadable, made by another
+recipe, or whose probe vector drifted is rebuilt, never half-used. A copy is built in a
+temporary folder and appears by one rename, so a crash mid-export leaves no partial copy,
+and of two processes exporting at once the second keeps the first one's copy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-import os
+import shutil
 import tempfile
+import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,8 +34,10 @@ from .errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
-"""Bumped when the layout of the cached files changes, so old copies are rebuilt."""
+FORMAT = 2
+"""Bumped when the layout of a cached copy changes, so old copies are rebuilt."""
+
+OPSET = 17
 
 Variant = Literal["fp32", "int8"]
 
@@ -38,6 +47,24 @@ PROBE_MIN_COSINE = 0.999
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 """Where sentence-transformers folders keep the transformer's weights."""
+
+EXPORTERS: dict[Variant, tuple[str, ...]] = {
+    "fp32": ("torch", "transformers", "sentence-transformers"),
+    "int8": ("torch", "transformers", "sentence-transformers", "onnxruntime"),
+}
+"""The packages whose code makes each variant's graph (tracing; int8 adds the quantiser): a new
+version of one may export another graph."""
+
+EXPORT_LOGGERS = ("sentence_transformers",)
+"""Loggers whose INFO lines during an export only debugging wants (torch and transformers set
+their own loggers to WARNING when imported, and must keep what they set)."""
+
+ABANDONED_AFTER = 3600.0
+"""Seconds after which a temporary export folder is a killed process's leftover: no export takes
+that long, so a younger one may be another process's export in progress."""
+
+GRAPH, TOKENIZER, SIDECAR = "model.onnx", "tokenizer.json", "export.json"
+"""The files of a cached copy's folder."""
 
 
 @dataclass(frozen=True)
@@ -66,45 +93,82 @@ class OpenModel:
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """Everything an exported graph depends on: its hash names the cached copy, so a change to
+    any part (a retrained model, another variant, a new exporter) makes a new one."""
+
+    format: int
+    model_sha256: str
+    variant: Variant
+    opset: int
+    exporters: dict[str, str]
+
+    @classmethod
+    def of(cls, source: Path, variant: Variant) -> Recipe:
+        """The recipe for exporting the model at ``source`` with the installed libraries."""
+        return cls(FORMAT, model_sha256(source), variant, OPSET,
+                   {package: _version(package) for package in EXPORTERS[variant]})
+
+    def folder_name(self, name: str) -> str:
+        """The cached copy's folder: the model's name for people, the recipe's hash for the code."""
+        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+        return f"{Path(name).name}-{self.variant}-{digest[:16]}"
+
+
+@dataclass(frozen=True)
 class Sidecar:
     """What the cache records beside each exported graph (JSON)."""
 
-    format: int
+    recipe: dict[str, Any]
     source: str
-    weights_sha256: str
-    variant: Variant
     max_seq_length: int
     dimension: int
     input_names: list[str]
     probe_vector: list[float]
 
 
-def weights_sha256(source: Path) -> str:
-    """SHA-256 of the model's weights and config: the cache key (a retrained model gets a new copy)."""
+def model_files(source: Path) -> list[Path]:
+    """The files of a sentence-transformers folder that decide its vectors: the weights, and
+    every configuration and vocabulary file (architecture, pooling, sequence limit, tokenizer)."""
+    found = [path for pattern in ("*.json", "*.txt") for path in source.rglob(pattern)]
+    found += [source / name for name in WEIGHT_FILES if (source / name).is_file()]
+    return sorted(found)
+
+
+def model_sha256(source: Path) -> str:
+    """SHA-256 over the names and contents of the model's ``model_files``."""
     digest = hashlib.sha256()
-    for name in ("config.json", *WEIGHT_FILES):
-        path = source / name
-        if path.is_file():
-            with path.open("rb") as handle:
-                digest.update(hashlib.file_digest(handle, "sha256").digest())
+    for path in model_files(source):
+        digest.update(path.relative_to(source).as_posix().encode() + b"\0")
+        with path.open("rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
     return digest.hexdigest()
 
 
 def cached_model(name: str, source: Path, cache_dir: Path, variant: Variant, threads: int) -> OpenModel:
     """The verified ONNX copy of the model ``name`` at ``source``, open; exports it (needs torch,
-    once) when there is no valid copy yet."""
-    key = f"{Path(name).name}-{weights_sha256(source)[:16]}-{variant}"
-    stem = cache_dir / key
-    found = _open_verified(stem, threads)
-    if found is not None:
-        return found
-    log.info("exporting embedding model %s to ONNX (%s), once, into %s", source, variant, cache_dir)
-    export(source, stem, variant)
-    found = _open_verified(stem, threads)
-    if found is None:
-        raise ModelUnavailable(f"the ONNX export of {source} does not match sentence-transformers; "
-                               "set embedding_backend = \"torch\" (TRIMEM_EMBEDDING_BACKEND=torch)")
-    return found
+    once per user) when there is no valid copy yet."""
+    recipe = Recipe.of(source, variant)
+    folder = cache_dir / recipe.folder_name(name)
+    if folder.is_dir():
+        try:
+            return _open_verified(folder, recipe, threads)
+        except Exception as exc:  # any unreadable piece means the same: rebuild it
+            log.warning("the cached embedding model %s is damaged (%s); preparing it again", folder, exc)
+            with _writing(cache_dir):
+                _discard(folder)
+    log.info("preparing the embedding model for first use (once per user, about ten seconds)")
+    log.debug("exporting %s to ONNX (%s) into %s", source, variant, folder)
+    with _writing(cache_dir), _quiet(EXPORT_LOGGERS, logging.WARNING):
+        _remove_abandoned(cache_dir)
+        export(source, folder, recipe)
+    try:
+        return _open_verified(folder, recipe, threads)
+    except Exception as exc:
+        raise ModelUnavailable(
+            f"the ONNX copy of {source} in {folder} cannot be used ({exc}); delete that folder and try "
+            "again, or set embedding_backend = \"torch\" (TRIMEM_EMBEDDING_BACKEND=torch)"
+        ) from exc
 
 
 def open_session(onnx_path: Path, threads: int) -> Any:
@@ -123,42 +187,33 @@ def open_session(onnx_path: Path, threads: int) -> Any:
     return onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
 
 
-def _open_verified(stem: Path, threads: int) -> OpenModel | None:
-    """The cached copy, open, if it exists, loads, and reproduces its probe vector."""
-    sidecar_path, onnx_path, tokenizer_path = _paths(stem)
-    if not (sidecar_path.is_file() and onnx_path.is_file() and tokenizer_path.is_file()):
-        return None
-    try:
-        sidecar = Sidecar(**json.loads(sidecar_path.read_text()))
-        if sidecar.format != FORMAT:
-            return None
-        model = CachedModel(
-            onnx_path, tokenizer_path, sidecar.max_seq_length, sidecar.dimension,
-            tuple(sidecar.input_names), sidecar.variant,
-        )
-        opened = OpenModel(model, open_session(onnx_path, threads), tokenizer_for(model))
-        (probe,) = opened.embed([PROBE_TEXT])
-    except Exception as exc:  # any unreadable piece means the same: rebuild it
-        log.warning("cached ONNX model %s is unusable (%s); rebuilding it", onnx_path, exc)
-        return None
+def _open_verified(folder: Path, recipe: Recipe, threads: int) -> OpenModel:
+    """The cached copy in ``folder``, open; raises if it is unreadable, was made by another
+    recipe, or no longer reproduces its probe vector."""
+    sidecar = Sidecar(**json.loads((folder / SIDECAR).read_text()))
+    if sidecar.recipe != asdict(recipe):
+        raise ValueError("it was made by another recipe")
+    model = CachedModel(
+        folder / GRAPH, folder / TOKENIZER, sidecar.max_seq_length, sidecar.dimension,
+        tuple(sidecar.input_names), recipe.variant,
+    )
+    opened = OpenModel(model, open_session(model.onnx_path, threads), tokenizer_for(model))
+    (probe,) = opened.embed([PROBE_TEXT])
     if float(probe @ _unit(sidecar.probe_vector)) < PROBE_MIN_COSINE:
-        log.warning("cached ONNX model %s no longer gives its recorded vectors; rebuilding it", onnx_path)
-        return None
+        raise ValueError("it no longer gives its recorded vectors")
     return opened
 
 
-def export(source: Path, stem: Path, variant: Variant) -> None:
+def export(source: Path, folder: Path, recipe: Recipe) -> None:
     """Export the sentence-transformers model at ``source`` (with its pooling and normalisation)
-    to ONNX, check it against sentence-transformers, and publish it under ``stem``."""
+    to ONNX, check it against sentence-transformers, and publish it as ``folder``."""
     import numpy as np
 
     torch = imports.torch()
     model = imports.sentence_transformer(source)
     input_names = tuple(model.tokenizer.model_input_names)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    sidecar_path, onnx_path, tokenizer_path = _paths(stem)
-    with tempfile.TemporaryDirectory(dir=stem.parent, prefix=".export-") as work:
-        work_onnx, work_tokenizer = Path(work) / onnx_path.name, Path(work) / tokenizer_path.name
+    with _scratch(folder.parent, ".export-") as work:
+        work.mkdir()
         sample = model.tokenizer(["a short example", "and a slightly longer second example"],
                                  padding=True, return_tensors="pt")
         # The tracer warns about shape checks it freezes; the export is verified below instead.
@@ -167,40 +222,119 @@ def export(source: Path, stem: Path, variant: Variant) -> None:
             torch.onnx.export(
                 _pipeline(model, input_names).eval(),
                 tuple(sample[name] for name in input_names),
-                str(work_onnx),
+                str(work / GRAPH),
                 input_names=list(input_names),
                 output_names=["embedding"],
                 dynamic_axes={**{name: {0: "batch", 1: "tokens"} for name in input_names}, "embedding": {0: "batch"}},
-                opset_version=17,
+                opset_version=recipe.opset,
                 dynamo=False,
             )
-        if variant == "int8":
-            _quantize(work_onnx)
-        model.tokenizer.backend_tokenizer.save(str(work_tokenizer))
+        if recipe.variant == "int8":
+            _quantize(work / GRAPH)
+        model.tokenizer.backend_tokenizer.save(str(work / TOKENIZER))
         cached = CachedModel(
-            work_onnx, work_tokenizer, int(model.max_seq_length), int(_dimension(model)), input_names, variant
+            work / GRAPH, work / TOKENIZER, int(model.max_seq_length), int(_dimension(model)), input_names,
+            recipe.variant,
         )
-        opened = OpenModel(cached, open_session(work_onnx, threads=1), tokenizer_for(cached))
+        opened = OpenModel(cached, open_session(cached.onnx_path, threads=1), tokenizer_for(cached))
         texts = [PROBE_TEXT, *VERIFY_TEXTS]
         exported = opened.embed(texts)
-        reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+        reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True,
+                                 show_progress_bar=log.isEnabledFor(logging.DEBUG))
         cosines = np.sum(exported * reference, axis=1)
-        minimum = PROBE_MIN_COSINE if variant == "fp32" else INT8_MIN_COSINE
+        minimum = PROBE_MIN_COSINE if recipe.variant == "fp32" else INT8_MIN_COSINE
         if float(cosines.min()) < minimum:
             raise ModelUnavailable(
                 f"the ONNX export of {source} differs from sentence-transformers (cosine {cosines.min():.4f}); "
                 "set embedding_backend = \"torch\""
             )
         sidecar = Sidecar(
-            FORMAT, str(source), weights_sha256(source), variant, cached.max_seq_length, cached.dimension,
+            asdict(recipe), str(source), cached.max_seq_length, cached.dimension, list(input_names),
             # The probe alone, as the check on load runs it: int8 graphs quantise activations per
             # batch, so a text's vector moves slightly with the padding of its batch.
-            list(input_names), [float(x) for x in opened.embed([PROBE_TEXT])[0]],
+            [float(x) for x in opened.embed([PROBE_TEXT])[0]],
         )
-        Path(work, sidecar_path.name).write_text(json.dumps(asdict(sidecar)))
-        # The sidecar goes last: a reader that finds it finds the other two complete.
-        for name in (onnx_path.name, tokenizer_path.name, sidecar_path.name):
-            os.replace(Path(work, name), stem.parent / name)
+        (work / SIDECAR).write_text(json.dumps(asdict(sidecar)))
+        _publish(work, folder)
+
+
+def _publish(work: Path, folder: Path) -> None:
+    """Move the complete copy in ``work`` to ``folder`` in one rename. If another process
+    published one first, keep theirs: the same recipe exports the same graph."""
+    try:
+        work.rename(folder)
+    except OSError:
+        if not folder.is_dir():
+            raise
+        log.debug("another process prepared %s first; using its copy", folder)
+
+
+def _discard(folder: Path) -> None:
+    """Move a damaged copy out of the way in one rename, then delete it: a process looking at
+    that moment finds the whole copy or none."""
+    with _scratch(folder.parent, ".discard-") as aside:
+        try:
+            folder.rename(aside)
+        except FileNotFoundError:
+            pass  # another process discarded it first
+
+
+def _remove_abandoned(cache_dir: Path) -> None:
+    """Delete the temporary folders of exports whose process was killed (a closing client may
+    kill its server mid-export), so they do not pile up."""
+    for scratch in cache_dir.glob(".export-*"):
+        with contextlib.suppress(FileNotFoundError):  # another process removed it first
+            if time.time() - scratch.stat().st_mtime > ABANDONED_AFTER:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _scratch(parent: Path, prefix: str) -> Iterator[Path]:
+    """A path that does not exist yet, inside a temporary folder in ``parent`` (so a rename to or
+    from it stays on one file system), deleted with everything in it on leaving."""
+    parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=parent, prefix=prefix) as holder:
+        yield Path(holder) / "copy"
+
+
+@contextlib.contextmanager
+def _writing(cache_dir: Path) -> Iterator[None]:
+    """A folder that cannot be written (read-only, full, a file in the way) is a message that
+    says which setting moves it."""
+    try:
+        yield
+    except OSError as exc:
+        raise ModelUnavailable(
+            f"cannot write the embedding model's ONNX copy into {cache_dir} ({exc}); set model_cache "
+            "(TRIMEM_MODEL_CACHE) to a writable folder with 100 MB free"
+        ) from exc
+
+
+@contextlib.contextmanager
+def _quiet(loggers: tuple[str, ...], level: int) -> Iterator[None]:
+    """Raise ``loggers`` to at least ``level`` for a while, unless trimem logs at debug: a
+    one-off export's library lines are noise on a user's command and what debugging needs."""
+    if log.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    previous = {name: logging.getLogger(name).level for name in loggers}
+    for name in loggers:
+        logging.getLogger(name).setLevel(max(level, logging.getLogger(name).getEffectiveLevel()))
+    try:
+        yield
+    finally:
+        for name, old in previous.items():
+            logging.getLogger(name).setLevel(old)
+
+
+def _version(package: str) -> str:
+    """An installed package's version, read from its metadata (nothing is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "absent"
 
 
 VERIFY_TEXTS = (
@@ -215,10 +349,6 @@ VERIFY_TEXTS = (
 
 INT8_MIN_COSINE = 0.98
 """int8 weights move vectors a little; retrieval quality is what decides whether to use them."""
-
-
-def _paths(stem: Path) -> tuple[Path, Path, Path]:
-    return stem.with_suffix(".json"), stem.with_suffix(".onnx"), stem.with_suffix(".tokenizer.json")
 
 
 def _unit(values: list[float]) -> Any:
@@ -243,17 +373,13 @@ def _quantize(onnx_path: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     quantized = onnx_path.with_suffix(".int8.onnx")
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # the quantiser's advice to pre-process is for image models
-    try:
+    # The quantiser logs through the root logger, and its advice to pre-process is for image models.
+    with _quiet(("",), logging.ERROR):
         quantize_dynamic(
             str(onnx_path), str(quantized), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
             per_channel=True,
         )
-    finally:
-        root.setLevel(level)
-    os.replace(quantized, onnx_path)
+    quantized.replace(onnx_path)
 
 
 def _pipeline(model: Any, input_names: tuple[str, ...]) -> Any:

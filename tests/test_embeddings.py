@@ -4,6 +4,7 @@ imports torch, and a damaged model cache is rebuilt rather than used."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -71,10 +72,11 @@ def test_a_warm_start_never_imports_torch(embedder: OnnxEmbedder, model_cache: P
 
 
 def cache_copy(model_cache: Path, into: Path) -> tuple[Path, Path]:
-    """A private copy of the session's model cache, and the paths of its graph and sidecar."""
+    """A private copy of the session's model cache, and the paths of the default model's graph and
+    sidecar in it."""
     shutil.copytree(model_cache, into)
-    [graph] = into.glob("*.onnx")
-    return graph, graph.with_suffix(".json")
+    [folder] = into.glob("all-MiniLM-L6-v2-fp32-*")
+    return folder / "model.onnx", folder / "export.json"
 
 
 def damage_graph(graph: Path, sidecar: Path) -> None:
@@ -92,16 +94,21 @@ def remove_graph(graph: Path, sidecar: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", [damage_graph, drift_probe, remove_graph])
-def test_a_damaged_cache_is_rebuilt_not_used(embedder: OnnxEmbedder, model_cache: Path, tmp_path: Path, damage):
+def test_a_damaged_cache_is_rebuilt_not_used(
+    embedder: OnnxEmbedder, model_cache: Path, tmp_path: Path, damage, caplog: pytest.LogCaptureFixture
+):
     graph, sidecar = cache_copy(model_cache, tmp_path / "cache")
     good_size = graph.stat().st_size
     damage(graph, sidecar)
     rebuilt = OnnxEmbedder(cache_dir=tmp_path / "cache")
-    vectors = rebuilt.embed_batch(SENTENCES[:4])
+    with caplog.at_level(logging.WARNING, logger="store.onnx_cache"):
+        vectors = rebuilt.embed_batch(SENTENCES[:4])
+    [warning] = caplog.records
+    assert warning.getMessage().startswith(f"the cached embedding model {graph.parent} is damaged (")
     assert np.sum(vectors * embedder.embed_batch(SENTENCES[:4]), axis=1).min() >= 0.9999
     assert graph.stat().st_size == good_size
     probe = json.loads(sidecar.read_text())["probe_vector"]
-    assert np.allclose(probe, json.loads((model_cache / sidecar.name).read_text())["probe_vector"], atol=1e-4)
+    assert np.allclose(probe, json.loads((model_cache / sidecar.parent.name / sidecar.name).read_text())["probe_vector"], atol=1e-4)
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(p.name for p in model_cache.iterdir())
 
 
@@ -143,4 +150,4 @@ def test_int8_weights_stay_close_to_the_model(embedder: OnnxEmbedder, tmp_path: 
     vectors = int8.embed_batch(SENTENCES)
     assert int8.backend == "onnx-int8" and vectors.shape == (len(SENTENCES), 384)
     assert np.sum(vectors * embedder.embed_batch(SENTENCES), axis=1).min() >= 0.98
-    assert len(list((tmp_path / "cache").glob("*-int8.onnx"))) == 1
+    assert len(list((tmp_path / "cache").glob("all-MiniLM-L6-v2-int8-*/model.onnx"))) == 1
