@@ -383,7 +383,7 @@ def search(config: Config, query: str, user_id: str | None, agent_id: str | None
 
             explanation = engine.explain(query, **arguments)
             max_dropped = config.search.top_k if top_k is None else top_k
-            emit(ExplainOutput.of(explanation, NO_CAP, max_dropped), lambda _output, _width: render(explanation),
+            emit(ExplainOutput.of(explanation, NO_CAP, max_dropped), lambda _output, width: render(explanation, width),
                  items="results")
         else:
             emit(SearchOutput.of(engine.search(query, **arguments), NO_CAP), tables.search_results, items="results")

@@ -177,3 +177,40 @@ def test_an_ambiguous_prefix_over_mcp_lists_the_candidates(shared_start: Engine,
     assert anyio.run(errors) == [AMBIGUOUS.removeprefix("Error: ").rstrip("\n")] * len(TOOL_CALLS)
     assert [m.metadata for m in shared_start.list(user_id="default")] == [{}, {}, {}]
 
+
+# --- memory text is wrapped, never cut ---------------------------------------------------------------
+
+QUESTION = "Where does Ines work?"
+
+
+def test_every_table_wraps_the_memory_text_within_the_terminal(engine: Engine, db_path: Path) -> None:
+    engine.add("Bob repairs old bicycles", user_id="default")
+    memory_id = engine.add(INES, user_id="default", metadata={"category": "home"})[0].memory.id
+    engine.update(memory_id, metadata={"category": "family"}, user_id="default")  # a second event in its history
+    short = memory_id[:8]
+    for width, command in ((80, ["list"]), (80, ["search", QUESTION]), (80, ["get", short]), (80, ["history", short]),
+                           (80, ["search", QUESTION, "--explain"]), (120, ["search", QUESTION, "--explain"]),
+                           (120, ["search", "bicycles", "--explain", "--threshold", "0.3"])):  # Ines is dropped
+        screen = ok(trimem(db_path, *command, width=width))
+        assert max(len(line) for line in screen.splitlines()) <= width, (command, screen)
+        assert flat(INES) in flat(screen), (command, screen)  # whole, and in one piece
+        assert "…" not in screen, (command, screen)
+    listed = ok(trimem(db_path, "list", width=80)).splitlines()
+    assert listed[0].split() == ["id", "created", "expires", "metadata", "text"]
+    assert listed[1].split()[:4] == [short, engine.get(short, user_id="default").created_at[:10], "-",
+                                     "category=family"]  # the other columns as they were
+    column = listed[0].index("text")
+    assert listed[1][column:].startswith("My wife Ines") and listed[2][:column].isspace()
+    assert listed[2][column:] == listed[2].strip()  # its second line, under its first
+    assert json.loads(ok(trimem(db_path, "get", short)))["text"] == INES  # piped: JSON, as always
+
+
+def test_a_narrow_terminal_puts_the_text_below_its_row(engine: Engine, db_path: Path) -> None:
+    memory_id = engine.add(INES, user_id="default", metadata={"source": "a chat with Ana on Sunday"})[0].memory.id
+    screen = ok(trimem(db_path, "list", width=80)).splitlines()
+    assert screen[0].split() == ["id", "created", "expires", "metadata"]  # the text has no room beside them
+    assert screen[1] == "    text"
+    assert screen[2].startswith(memory_id[:8]) and screen[2].endswith("source=a chat with Ana on S…")
+    assert screen[3].startswith("    My wife Ines is a pediatrician") and all(len(line) <= 80 for line in screen)
+    assert flat(" ".join(screen[3:])) == flat(INES)
+
