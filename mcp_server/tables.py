@@ -179,3 +179,45 @@ def stats(output: StatsOut, width: int) -> str:
     ]
     return "\n".join(lines)
 
+
+def added_count(output: dict[str, int], _width: int) -> str:
+    """``trimem add --file``: how many lines became memories, and how many were stored already."""
+    return f"added:          {output['added']}\nalready stored: {output['duplicates']} (duplicates, skipped)"
+
+
+def repaired(report: Any, _width: int) -> str:
+    """``trimem doctor --repair``'s ``RepairReport`` in words, then anything still broken."""
+    lines = [
+        f"vectors rebuilt:       {report.vectors_rebuilt}",
+        f"keyword index rebuilt: {'yes' if report.fts_rebuilt else 'no'}",
+        f"entity links rebuilt:  {report.entity_links_rebuilt}",
+        f"orphan rows removed:   {report.orphans_removed}",
+    ]
+    if report.remaining:
+        lines += ["still broken (below the tables; restore a backup):",
+                  *(f"  {violation.check}: {violation.detail}" for violation in report.remaining)]
+    return "\n".join(lines)
+
+
+def outline(data: dict[str, Any], _width: int) -> str:
+    """Nested data (``trimem doctor``) as indented ``key: value`` lines, the values of each level
+    aligned, the items of a list as ``- item``."""
+    return "\n".join(outline_lines(data, ""))
+
+
+def outline_lines(value: dict[str, Any] | list[Any], indent: str) -> list[str]:
+    if isinstance(value, list):
+        return [f"{indent}- {scalar(item)}" for item in value]
+    key_chars = max(len(key) for key in value) + 1
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, (dict, list)) and item:
+            lines += [f"{indent}{key}:", *outline_lines(item, indent + "  ")]
+        else:
+            lines.append(f"{indent}{key + ':':<{key_chars}} {scalar(item)}")
+    return lines
+
+
+def scalar(value: Any) -> str:
+    """A string as it is (unless empty), anything else as JSON (``true``, ``null``, ``[]``, ``""``)."""
+    return value if isinstance(value, str) and value else json.dumps(value, ensure_ascii=False)

@@ -214,3 +214,33 @@ def test_a_narrow_terminal_puts_the_text_below_its_row(engine: Engine, db_path: 
     assert screen[3].startswith("    My wife Ines is a pediatrician") and all(len(line) <= 80 for line in screen)
     assert flat(" ".join(screen[3:])) == flat(INES)
 
+
+# --- add --file and doctor: words on a terminal, JSON for scripts ----------------------------------
+
+
+def test_add_file_prints_words_on_a_terminal_and_json_when_piped(engine: Engine, db_path: Path,
+                                                                  tmp_path: Path) -> None:
+    engine.add("Ana likes tea", user_id="default")
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text('{"text": "Ana likes tea"}\n{"text": "Bob repairs old bicycles"}\n')
+    assert ok(trimem(db_path, "add", "--file", str(facts), width=80)) == (
+        "added:          1\nalready stored: 1 (duplicates, skipped)\n")
+    assert ok(trimem(db_path, "add", "--file", str(facts))) == '{"added": 0, "duplicates": 2}\n'  # as always
+
+
+def test_doctor_prints_words_on_a_terminal_and_json_when_piped(engine: Engine, db_path: Path) -> None:
+    engine.add("Ana likes tea", user_id="default")
+    engine.add("Bob repairs old bicycles", user_id="default")
+    screen = ok(trimem(db_path, "doctor", width=80)).splitlines()
+    assert f"database:            {db_path}" in screen and "  memories:        2" in screen
+    assert "configuration:" in screen and "    - options: --db, --log-level" in screen
+    assert "      max_top_k:          100" in screen  # settings under their section, values aligned
+    status = json.loads(ok(trimem(db_path, "doctor")))
+    assert (status["database"], status["counts"]["memories"]) == (str(db_path), 2)
+    assert json.loads(ok(trimem(db_path, "doctor", "--json", width=80)))["binding"] == "apsw"
+
+    assert ok(trimem(db_path, "doctor", "--repair", width=80)) == (
+        "vectors rebuilt:       0\nkeyword index rebuilt: no\nentity links rebuilt:  0\norphan rows removed:   0\n")
+    assert json.loads(ok(trimem(db_path, "doctor", "--repair"))) == {
+        "vectors_rebuilt": 0, "fts_rebuilt": False, "entity_links_rebuilt": 0, "orphans_removed": 0, "remaining": []}
+
