@@ -161,10 +161,10 @@ def scopes(output: ScopesOut, width: int) -> str:
         return f"no memories yet; the default user is {output.default_user_id!r}"
     rows = [
         [scope["user_id"] or "-", scope["agent_id"] or "-", scope["run_id"] or "-", str(scope["memories"]),
-         str(scope["expired"]), "default" if scope["user_id"] == output.default_user_id else ""]
+         str(scope["expired"]), "yes" if scope["user_id"] == output.default_user_id else "no"]
         for scope in output.scopes
     ]
-    return table(("user_id", "agent_id", "run_id", "memories", "expired", ""), rows, width)
+    return table(("user_id", "agent_id", "run_id", "memories", "expired", "default"), rows, width)
 
 
 def stats(output: StatsOut, width: int) -> str:

@@ -560,8 +560,9 @@ def test_users_and_stats(run: Callable, engine: Engine, db_path: Path, terminal:
         ("bob", None, 2, 1), ("bob", "planner", 1, 0), ("default", None, 1, 0)
     ]
     table = run("users").stdout.splitlines()
-    assert table[0].split() == ["user_id", "agent_id", "run_id", "memories", "expired"]
-    assert table[3].split() == ["default", "-", "-", "1", "0", "default"]
+    assert table[0].split() == ["user_id", "agent_id", "run_id", "memories", "expired", "default"]
+    assert table[1].split() == ["bob", "-", "-", "2", "1", "no"]
+    assert table[3].split() == ["default", "-", "-", "1", "0", "yes"]
     numbers = output_json(run("stats", "--json"))
     assert (numbers["memories"], numbers["expired"]) == (4, 1)
     assert numbers["users"] == {"bob": {"memories": 3, "expired": 1}, "default": {"memories": 1, "expired": 0}}

@@ -244,3 +244,14 @@ def test_doctor_prints_words_on_a_terminal_and_json_when_piped(engine: Engine, d
     assert json.loads(ok(trimem(db_path, "doctor", "--repair"))) == {
         "vectors_rebuilt": 0, "fts_rebuilt": False, "entity_links_rebuilt": 0, "orphans_removed": 0, "remaining": []}
 
+
+# --- users: every column has a label ------------------------------------------------------------------
+
+
+def test_users_labels_every_column(engine: Engine, db_path: Path) -> None:
+    engine.add("Ana likes tea", user_id="default")
+    engine.add("Bob's planner books trains", user_id="bob", agent_id="planner")
+    screen = [line.split() for line in ok(trimem(db_path, "users", width=80)).splitlines()]
+    assert screen == [["user_id", "agent_id", "run_id", "memories", "expired", "default"],
+                      ["bob", "planner", "-", "1", "0", "no"],
+                      ["default", "-", "-", "1", "0", "yes"]]
