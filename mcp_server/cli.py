@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, get_args
 
 import click
+from pydantic import BaseModel
 
 from store.config import EMBEDDING_BACKENDS, Config, load_config, unknown_variables
 from store.errors import TrimemError
@@ -227,16 +228,17 @@ def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def emit(output: Any, render: Callable[[Any, int], str], items: str | None = None) -> None:
-    """Print a tool-shaped output (a pydantic model): ``render(output, width)`` for a terminal,
-    its JSON otherwise; with ``jsonl``, one line per element of the list field ``items``."""
+def emit(output: Any, render: Callable[[Any, int], str], items: str | None = None, indent: int | None = 2) -> None:
+    """Print an output (a tool-shaped pydantic model, or engine results as for ``echo_json``):
+    ``render(output, width)`` for a terminal, its JSON otherwise (``indent``ed); with ``jsonl``,
+    one line per element of the list field ``items``."""
     kind = output_format()
     if kind == "table":
         click.echo(render(output, shutil.get_terminal_size().columns))
         return
-    data = output.model_dump(mode="json")
+    data = _plain(output)
     if kind == "json":
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        click.echo(json.dumps(data, indent=indent, ensure_ascii=False))
         return
     for item in data[items] if items else [data]:
         click.echo(json.dumps(item, ensure_ascii=False))
@@ -248,6 +250,8 @@ def echo_json(value: Any) -> None:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value):
         return dataclasses.asdict(value)
     if isinstance(value, list):
@@ -377,7 +381,7 @@ def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None],
             added, duplicates = added + new, duplicates + len(results) - new
             if bar is not None:
                 bar.update(len(batch.items))
-    click.echo(json.dumps({"added": added, "duplicates": duplicates}))
+    emit({"added": added, "duplicates": duplicates}, tables.added_count, indent=None)  # one line, as it always was
 
 
 @cli.command()
@@ -406,7 +410,7 @@ def search(config: Config, query: str, user_id: str | None, agent_id: str | None
 
             explanation = engine.explain(query, **arguments)
             max_dropped = config.search.top_k if top_k is None else top_k
-            emit(ExplainOutput.of(explanation, NO_CAP, max_dropped), lambda _output, _width: render(explanation),
+            emit(ExplainOutput.of(explanation, NO_CAP, max_dropped), lambda _output, width: render(explanation, width),
                  items="results")
         else:
             emit(SearchOutput.of(engine.search(query, **arguments), NO_CAP), tables.search_results, items="results")
@@ -625,18 +629,20 @@ def stats(config: Config) -> None:
 @click.option("--check", is_flag=True, help="Check the database's invariants; exit 1 if any is broken.")
 @click.option("--deep", is_flag=True, help="With --check: also re-run NLP to find memories missing entity links.")
 @click.option("--repair", is_flag=True, help="Rebuild derived rows (vectors, keyword index, entity links).")
+@format_options
 @click.pass_obj
 def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
     """Versions (trimem, Python, torch, ...), models, the database, row counts and the active
     configuration with its sources; --check and --repair for upkeep. Loads no model unless
-    --check --deep or --repair needs one."""
+    --check --deep or --repair needs one. The report and --repair's counts follow --format;
+    --check prints one line per problem in any format."""
     if check and repair:
         raise click.UsageError("use --check or --repair, not both (run --check again after a repair)")
     if deep and not check:
         raise click.UsageError("--deep goes with --check")
     with open_engine(config) as engine:
         if repair:
-            echo_json(engine.repair())
+            emit(engine.repair(), tables.repaired)
         elif check:
             violations = engine.check(deep=deep)
             for violation in violations:
@@ -650,8 +656,8 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
                         "torch": package_version("torch"), "onnxruntime": package_version("onnxruntime"),
                         "spacy": package_version("spacy")}
             sources = click.get_current_context().meta.get("trimem.config_sources", [])
-            echo_json({"binding": "apsw", "versions": versions, **engine.status(),
-                       "configuration": {"sources": sources, "settings": dataclasses.asdict(config)}})
+            emit({"binding": "apsw", "versions": versions, **engine.status(),
+                  "configuration": {"sources": sources, "settings": dataclasses.asdict(config)}}, tables.outline)
 
 
 def model_reference(_ctx: click.Context, _param: click.Parameter, value: str) -> str:

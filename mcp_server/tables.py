@@ -1,30 +1,48 @@
-"""What ``trimem`` prints for a person at a terminal: compact tables of the tools' outputs.
+"""What ``trimem`` prints for a person at a terminal: tables of the tools' outputs.
 
-Scripts get the JSON of the same models (``--json``); these tables only choose what
-fits on one line per memory: the id's first 8 characters (every command that takes an
-id accepts them), the score for a search, the dates, the metadata and the text, cut to
-the terminal's width.
+Scripts get the JSON of the same models (``--json``); these tables choose what a person
+reads: the id's first 8 characters (every command that takes an id accepts them), the
+score for a search, the dates, the metadata cut to a short column, and the text whole,
+wrapped in what is left of the terminal's width.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
+from store.records import SHORT_ID_CHARS
+
 from .models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, SearchOutput
 
-ID_CHARS = 8
 METADATA_CHARS = 28
-MIN_TEXT_CHARS = 20
+MIN_TEXT_CHARS = 30
+"""Narrower than this, a text column would hold a few words a line: the text goes below its row."""
+GAP = "  "
+LABEL_CHARS = 17
+"""``one_memory``'s labels, padded so that every value starts in the same column."""
+BELOW_INDENT = "    "
 
 
 def cut(text: str, width: int) -> str:
     """``text`` on one line, at most ``width`` characters, an ellipsis marking a cut."""
     line = " ".join(text.split())
     return line if len(line) <= width else line[: max(width - 1, 0)] + "…"
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between words (inside one
+    only when it is longer than a line), keeping its own line breaks; at least one line."""
+    return [piece for line in text.splitlines() for piece in textwrap.wrap(line, max(width, 1)) or [""]] or [""]
+
+
+def note(text: str, width: int) -> str:
+    """A line of prose wrapped to ``width``, its continuation lines indented."""
+    return "\n".join(textwrap.wrap(text, max(width, MIN_TEXT_CHARS), subsequent_indent=BELOW_INDENT)) or text
 
 
 def day(stamp: str | None) -> str:
@@ -48,20 +66,26 @@ def metadata_cell(metadata: dict[str, Any]) -> str:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> str:
-    """Columns padded to their widest cell; the last column (the text) takes what is left
-    of ``width`` and is cut to it."""
-    fixed = [max([len(header[i])] + [len(row[i]) for row in rows]) for i in range(len(header) - 1)]
-    text_width = max(width - sum(fixed) - 2 * len(fixed), MIN_TEXT_CHARS)
-    lines = []
-    for row in [header, *rows]:
-        cells = [cell.ljust(fixed[i]) for i, cell in enumerate(row[:-1])]
-        lines.append("  ".join([*cells, cut(row[-1], text_width)]).rstrip())
-    return "\n".join(lines)
+    """Columns padded to their widest cell, and the last one (the text) wrapped in what is left
+    of ``width``, or below each row when that is less than ``MIN_TEXT_CHARS``."""
+    widths = [max([len(header[i])] + [len(row[i]) for row in rows]) for i in range(len(header) - 1)]
+    room = width - sum(widths) - len(GAP) * len(widths)
+    return "\n".join(line for row in [header, *rows] for line in row_lines(row, widths, room, width))
+
+
+def row_lines(row: Sequence[str], widths: Sequence[int], room: int, width: int) -> list[str]:
+    """One row of a table: its cells padded to ``widths``, then its text wrapped beside them in
+    ``room`` characters or, when that is less than ``MIN_TEXT_CHARS``, below them, indented."""
+    cells = "".join(cell.ljust(cell_width) + GAP for cell, cell_width in zip(row[:-1], widths, strict=True))
+    if room < MIN_TEXT_CHARS:
+        return [cells.rstrip(), *(BELOW_INDENT + line for line in wrap(row[-1], width - len(BELOW_INDENT)))]
+    first, *rest = wrap(row[-1], room)
+    return [(cells + first).rstrip(), *((" " * len(cells) + line).rstrip() for line in rest)]
 
 
 def memory_cells(memory: MemoryOut) -> list[str]:
     return [
-        memory.id[:ID_CHARS], day(memory.created_at), day(memory.expiration_date),
+        memory.id[:SHORT_ID_CHARS], day(memory.created_at), day(memory.expiration_date),
         cut(metadata_cell(memory.metadata), METADATA_CHARS), memory.text,
     ]
 
@@ -91,7 +115,7 @@ def added(output: AddOutput, width: int) -> str:
 
 
 def one_memory(memory: MemoryOut, width: int) -> str:
-    """Every field of one memory, one per line, the text whole."""
+    """Every field of one memory, one per line, the text whole (wrapped beside its label)."""
     fields = [
         ("id", memory.id), ("text", memory.text),
         *((key, value) for key in ("user_id", "agent_id", "run_id", "actor_id", "role")
@@ -100,7 +124,13 @@ def one_memory(memory: MemoryOut, width: int) -> str:
         ("created_at", memory.created_at), ("updated_at", memory.updated_at),
         ("expiration_date", memory.expiration_date or "-"),
     ]
-    return "\n".join(f"{key + ':':<16} {value}" for key, value in fields)
+    return "\n".join(line for key, value in fields for line in labelled(key, value, width))
+
+
+def labelled(label: str, value: str, width: int) -> list[str]:
+    """``label: value``, the value wrapped in what ``width`` leaves beside the labels."""
+    first, *rest = wrap(value, max(width - LABEL_CHARS, MIN_TEXT_CHARS))
+    return [f"{label + ':':<{LABEL_CHARS - 1}} {first}", *((" " * LABEL_CHARS + line).rstrip() for line in rest)]
 
 
 def history(output: HistoryOutput, width: int) -> str:
@@ -136,10 +166,10 @@ def scopes(output: ScopesOut, width: int) -> str:
         return f"no memories yet; the default user is {output.default_user_id!r}"
     rows = [
         [scope["user_id"] or "-", scope["agent_id"] or "-", scope["run_id"] or "-", str(scope["memories"]),
-         str(scope["expired"]), "default" if scope["user_id"] == output.default_user_id else ""]
+         str(scope["expired"]), "yes" if scope["user_id"] == output.default_user_id else "no"]
         for scope in output.scopes
     ]
-    return table(("user_id", "agent_id", "run_id", "memories", "expired", ""), rows, width)
+    return table(("user_id", "agent_id", "run_id", "memories", "expired", "default"), rows, width)
 
 
 def stats(output: StatsOut, width: int) -> str:
@@ -153,3 +183,46 @@ def stats(output: StatsOut, width: int) -> str:
               [[user or "-", str(n["memories"]), str(n["expired"])] for user, n in output.users.items()], width),
     ]
     return "\n".join(lines)
+
+
+def added_count(output: dict[str, int], _width: int) -> str:
+    """``trimem add --file``: how many lines became memories, and how many were stored already."""
+    return f"added:          {output['added']}\nalready stored: {output['duplicates']} (duplicates, skipped)"
+
+
+def repaired(report: Any, _width: int) -> str:
+    """``trimem doctor --repair``'s ``RepairReport`` in words, then anything still broken."""
+    lines = [
+        f"vectors rebuilt:       {report.vectors_rebuilt}",
+        f"keyword index rebuilt: {'yes' if report.fts_rebuilt else 'no'}",
+        f"entity links rebuilt:  {report.entity_links_rebuilt}",
+        f"orphan rows removed:   {report.orphans_removed}",
+    ]
+    if report.remaining:
+        lines += ["still broken (below the tables; restore a backup):",
+                  *(f"  {violation.check}: {violation.detail}" for violation in report.remaining)]
+    return "\n".join(lines)
+
+
+def outline(data: dict[str, Any], _width: int) -> str:
+    """Nested data (``trimem doctor``) as indented ``key: value`` lines, the values of each level
+    aligned, the items of a list as ``- item``."""
+    return "\n".join(outline_lines(data, ""))
+
+
+def outline_lines(value: dict[str, Any] | list[Any], indent: str) -> list[str]:
+    if isinstance(value, list):
+        return [f"{indent}- {scalar(item)}" for item in value]
+    key_chars = max(len(key) for key in value) + 1
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, (dict, list)) and item:
+            lines += [f"{indent}{key}:", *outline_lines(item, indent + "  ")]
+        else:
+            lines.append(f"{indent}{key + ':':<{key_chars}} {scalar(item)}")
+    return lines
+
+
+def scalar(value: Any) -> str:
+    """A string as it is (unless empty), anything else as JSON (``true``, ``null``, ``[]``, ``""``)."""
+    return value if isinstance(value, str) and value else json.dumps(value, ensure_ascii=False)

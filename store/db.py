@@ -313,22 +313,35 @@ def id_taken(conn: apsw.Connection, memory_id: str) -> bool:
 
 
 ID_PREFIX_MIN_CHARS = 4
-"""A shorter prefix is too likely to name the wrong memory to be accepted at all."""
+"""A shorter start of an id is too likely to name the wrong memory to stand for it."""
 
 
-def ids_with_prefix_sql(table: str, scope: dict[str, str]) -> tuple[str, list[str]]:
-    """Distinct memory ids of ``memories`` or ``history`` (kept after a delete) starting with a
-    prefix, within the scope; ``substr`` compares literally, unlike ``LIKE`` or ``GLOB``, for
-    which ``%``, ``_`` or ``*`` in the prefix would be wildcards. At most three: two already
-    make a prefix ambiguous, and a third says "several"."""
-    column = {"memories": "id", "history": "memory_id"}[table]
+class IdCandidate(NamedTuple):
+    """A memory id that starts with a given prefix, with its text to recognise it by."""
+
+    id: str
+    text: str
+
+
+_CANDIDATES_SQL = {
+    "memories": "SELECT id, text, count(*) OVER () FROM memories WHERE substr(id, 1, ?) = ? AND {where} "
+                "ORDER BY id LIMIT ?",
+    # The bare columns take their values from the row of max(id): the memory's latest event.
+    "history": "SELECT memory_id, coalesce(new_text, old_text), count(*) OVER (), max(id) FROM history "
+               "WHERE substr(memory_id, 1, ?) = ? AND {where} GROUP BY memory_id ORDER BY memory_id LIMIT ?",
+}
+
+
+def ids_with_prefix(
+    conn: apsw.Connection, table: str, prefix: str, scope: dict[str, str], limit: int
+) -> tuple[list[IdCandidate], int]:
+    """The first ``limit`` memory ids of ``memories`` or ``history`` (kept after a delete) that
+    start with ``prefix`` within the scope, each with its (latest) text, and how many there are
+    in all. ``substr`` compares literally, unlike ``LIKE`` or ``GLOB``, for which ``%``, ``_``
+    or ``*`` in the prefix would be wildcards."""
     where, params = scope_sql(scope)
-    return f"SELECT DISTINCT {column} FROM {table} WHERE substr({column}, 1, ?) = ? AND {where} LIMIT 3", params
-
-
-def ids_with_prefix(conn: apsw.Connection, table: str, prefix: str, scope: dict[str, str]) -> list[str]:
-    sql, params = ids_with_prefix_sql(table, scope)
-    return [row[0] for row in conn.execute(sql, (len(prefix), prefix, *params))]
+    rows = conn.execute(_CANDIDATES_SQL[table].format(where=where), (len(prefix), prefix, *params, limit)).fetchall()
+    return [IdCandidate(row[0], row[1]) for row in rows], rows[0][2] if rows else 0
 
 
 def memories_by_rowid(conn: apsw.Connection, rowids: Sequence[int]) -> dict[int, MemoryRow]:

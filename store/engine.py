@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,7 +34,8 @@ from .linking import link_entities
 from .maintenance import RepairReport, Violation
 from .nlp import NLP, Analysis
 from .records import (
-    MESSAGE_ROLES, AddedMemory, Explanation, HistoryEvent, Memory, ScopeCount, SearchHit, scope_of, to_memory,
+    MESSAGE_ROLES, SHORT_ID_CHARS, AddedMemory, Explanation, HistoryEvent, Memory, ScopeCount, SearchHit, scope_of,
+    to_memory,
 )
 from .reembed import Progress, ReembedReport
 from .validation import (
@@ -65,6 +67,23 @@ class MemoryInput:
     metadata: Mapping[str, Any] | None = None
     role: str | None = None
     actor_id: str | None = None
+
+
+CANDIDATES_SHOWN = 5
+"""How many ids the message about an ambiguous id prefix lists (it counts the rest)."""
+CANDIDATE_TEXT_CHARS = 60
+
+
+def candidate_lines(candidates: Sequence[db.IdCandidate], count: int) -> list[str]:
+    """One line per candidate (sorted by id): the start of its id, long enough to tell it from
+    the others listed, and the start of its text; then how many more there are."""
+    ids = [candidate.id for candidate in candidates]
+    shared = max((len(os.path.commonprefix(pair)) for pair in zip(ids, ids[1:])), default=0)
+    lines = [f"  {candidate.id[:max(SHORT_ID_CHARS, shared + 1)]}  {shown(candidate.text, CANDIDATE_TEXT_CHARS)}"
+             for candidate in candidates]
+    if count > len(candidates):
+        lines.append(f"  … and {count - len(candidates)} more")
+    return lines
 
 
 def now() -> str:
@@ -511,22 +530,27 @@ class Engine:
     @staticmethod
     def _full_id(conn: apsw.Connection, table: str, memory_id: str, scope: dict[str, str]) -> str:
         """The one id in the scope that ``memory_id`` begins (tables and lists show 8 characters),
-        or ``memory_id`` itself when none does; several is an error naming them."""
-        if len(memory_id) < db.ID_PREFIX_MIN_CHARS:
+        or ``memory_id`` itself when none does. A start shared by several ids is an error listing
+        them; so is one shorter than ``ID_PREFIX_MIN_CHARS``, even of a single id, which it names."""
+        candidates, count = db.ids_with_prefix(conn, table, memory_id, scope, CANDIDATES_SHOWN)
+        if not candidates:
             return memory_id
-        matches = db.ids_with_prefix(conn, table, memory_id, scope)
-        if len(matches) > 1:
-            several = ", ".join(matches[:2]) + (", …" if len(matches) > 2 else "")
-            raise InvalidArgument(
-                f"memory id {shown(memory_id)} is the start of several ids ({several}); give more of it"
-            )
-        return matches[0] if matches else memory_id
+        if count == 1 and len(memory_id) >= db.ID_PREFIX_MIN_CHARS:
+            return candidates[0].id
+        if count == 1:
+            problem = (f"is too short to stand for an id; give at least {db.ID_PREFIX_MIN_CHARS} characters, such "
+                       "as those of the one id in this scope that starts with it:")
+        else:
+            problem = f"is the start of {count} ids in this scope; give more of it to say which:"
+        raise InvalidArgument("\n".join([f"memory id {shown(memory_id)} {problem}",
+                                          *candidate_lines(candidates, count)]))
 
     def get(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> Memory:
         """One memory by id (or a prefix of it, at least 4 characters, that no other id in the scope
-        shares), if it belongs to the caller's scope."""
+        shares), if it belongs to the caller's scope. A shorter or shared prefix is refused with
+        the ids in the scope that start with it, and the start of their texts."""
         scope = check_scope(user_id, agent_id, run_id)
         with self._reading() as conn:
             return to_memory(self._get_row(conn, memory_id, scope))

@@ -12,6 +12,9 @@ if TYPE_CHECKING:
     from .db import MemoryRow
 
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
+SHORT_ID_CHARS = 8
+"""Tables and messages show an id's first 8 characters, which every call taking an id accepts:
+two random (uuid4) ids share them about once in four billion pairs."""
 MESSAGE_ROLES = ("user", "assistant")
 """The roles of the conversation messages a memory can come from (``Memory.role``)."""
 
