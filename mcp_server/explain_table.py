@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from store.records import SHORT_ID_CHARS, Explanation
+from store.records import Explanation, short_id
 from store.scoring import KEYWORD_SOURCES
 
 from .tables import note, table
@@ -31,21 +31,21 @@ def render(explanation: Explanation, width: int) -> str:
             (
                 str(rank), f"{parts.final_score:.3f}", f"{parts.semantic_score:.3f}", f"{parts.bm25_score:.3f}",
                 f"{parts.bm25_raw:.2f}", f"{parts.entity_boost:.3f}", f"{parts.raw_score:.3f}",
-                f"{parts.max_possible_score:g}", hit.memory.id[:SHORT_ID_CHARS], hit.memory.text,
+                f"{parts.max_possible_score:g}", short_id(hit.memory.id), hit.memory.text,
             )
         )
     lines.append(table(COLUMNS, rows, width) if rows else "(no results)")
     for hit in explanation.hits:
         if hit.keyword_source not in (None, "own"):
-            lines.append(note(f"keywords {hit.memory.id[:SHORT_ID_CHARS]}: {KEYWORD_SOURCES[hit.keyword_source]}",
+            lines.append(note(f"keywords {short_id(hit.memory.id)}: {KEYWORD_SOURCES[hit.keyword_source]}",
                               width))
         if hit.entity_match is not None:
             match = hit.entity_match
             lines.append(note(
-                f"entity {hit.memory.id[:SHORT_ID_CHARS]}: '{match.query_entity}' ~ '{match.entity}' "
+                f"entity {short_id(hit.memory.id)}: '{match.query_entity}' ~ '{match.entity}' "
                 f"(similarity {match.similarity:.3f}, linked to {match.linked_memories})", width
             ))
     if explanation.dropped:
-        dropped = [(d.id[:SHORT_ID_CHARS], d.reason, f"{d.semantic_score:.3f}", d.text) for d in explanation.dropped]
+        dropped = [(short_id(d.id), d.reason, f"{d.semantic_score:.3f}", d.text) for d in explanation.dropped]
         lines.extend(["", "dropped:", table(DROPPED_COLUMNS, dropped, width)])
     return "\n".join(lines)

@@ -15,30 +15,21 @@ text stays the whole record.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
+from store.records import SCOPE_KEYS, short_id
+
 from .models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, ScoredMemory, SearchOutput
 
-SHORT_ID_CHARS = 8
-"""How much of a generated id the replies show; every tool taking an id accepts a unique start of it."""
-GENERATED_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 
 
 def reply(output: BaseModel, text: str) -> CallToolResult:
     """A tool result: ``text`` for the model, the whole record as structured content."""
     return CallToolResult(content=[TextContent(text=text)], structured_content=output.model_dump(mode="json"))
-
-
-def short_id(memory_id: str) -> str:
-    """The first characters of an id trimem generated (their random digits make them unique in
-    practice); an id that came from elsewhere in an import, whole."""
-    return memory_id[:SHORT_ID_CHARS] if GENERATED_ID.fullmatch(memory_id) else memory_id
 
 
 def compact_json(value: Any) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from store.records import SHORT_ID_CHARS
+from store.records import short_id
 
 from .models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, SearchOutput
 
@@ -85,7 +85,7 @@ def row_lines(row: Sequence[str], widths: Sequence[int], room: int, width: int) 
 
 def memory_cells(memory: MemoryOut) -> list[str]:
     return [
-        memory.id[:SHORT_ID_CHARS], day(memory.created_at), day(memory.expiration_date),
+        short_id(memory.id), day(memory.created_at), day(memory.expiration_date),
         cut(metadata_cell(memory.metadata), METADATA_CHARS), memory.text,
     ]
 

@@ -3,6 +3,7 @@ shape with ``dataclasses.asdict``, so both surfaces show the same fields."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -15,6 +16,16 @@ SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 SHORT_ID_CHARS = 8
 """Tables and messages show an id's first 8 characters, which every call taking an id accepts:
 two random (uuid4) ids share them about once in four billion pairs."""
+GENERATED_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def short_id(memory_id: str) -> str:
+    """How tables, messages and tool replies show an id: the first ``SHORT_ID_CHARS`` of one trimem
+    generated, an id that came from elsewhere in an import whole (``note-0001`` and ``note-0002``
+    share their first 8)."""
+    return memory_id[:SHORT_ID_CHARS] if GENERATED_ID.fullmatch(memory_id) else memory_id
+
+
 MESSAGE_ROLES = ("user", "assistant")
 """The roles of the conversation messages a memory can come from (``Memory.role``)."""
 
