@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ import platform
 import re
 import shutil
 import signal
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,7 +31,7 @@ import click
 from pydantic import BaseModel
 
 from store.config import EMBEDDING_BACKENDS, Config, load_config, unknown_variables
-from store.errors import TrimemError
+from store.errors import DiskFull, TrimemError
 from store.peers import SourceFormat
 from store.validation import json_object
 
@@ -44,7 +46,42 @@ MAX_OFFSET = 2**63 - 1
 """SQLite integers are 64-bit: a larger offset cannot even be bound."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """The ``trimem`` commands, with one failure no command can catch itself: a full disk under
+    the file stdout is redirected to. It is a message, not a traceback, and the file is cut back
+    to where this command began, so no partial output is mistaken for a whole one."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        start = redirected_stdout_size()
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            if exc.filename is None:  # not a named file: stdout
+                take_back_stdout(start)
+            raise click.ClickException(str(DiskFull(exc.filename or "the output file (stdout)"))) from None
+
+
+def redirected_stdout_size() -> int | None:
+    """The size of the file stdout is redirected to, None when it is a terminal or a pipe."""
+    try:
+        info = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):  # click's test runner has no file descriptor (io.UnsupportedOperation)
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def take_back_stdout(size: int | None) -> None:
+    """Cut the file stdout is redirected to back to ``size``, and send what is still buffered
+    nowhere, so Python's final flush does not fail again."""
+    descriptor = sys.stdout.fileno()
+    if size is not None:
+        os.ftruncate(descriptor, size)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), descriptor)
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A TOML file overriding configs/default.toml (same sections and keys).",
@@ -140,11 +177,13 @@ def engine_errors(options: bool = True) -> Iterator[None]:
 
 
 @contextmanager
-def open_engine(config: Config) -> Iterator[Any]:
+def open_engine(config: Config, *, create: bool = False) -> Iterator[Any]:
+    """The engine on the configured database. Only commands that store memories ``create`` it
+    where there is none yet; every other command says there is none and creates nothing."""
     from store.engine import Engine  # numpy and apsw: only for commands that use the database
 
     new = not config.database.exists()
-    with engine_errors(), Engine(config) as engine:
+    with engine_errors(), Engine(config, create=create) as engine:
         if new:  # a mistyped --db or TRIMEM_DB_PATH would otherwise look like an empty memory
             click.echo(f"created new database at {config.database}", err=True)
         yield engine
@@ -318,7 +357,7 @@ def ui(config: Config, port: int, no_browser: bool) -> None:
     """
     from .ui import serve as serve_ui
 
-    with open_engine(config) as engine:
+    with open_engine(config, create=True) as engine:
         serve_ui(engine, port, open_browser=not no_browser, announce=lambda url: click.echo(f"trimem ui: {url}"))
 
 
@@ -353,7 +392,7 @@ def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | 
         return
     from .models import AddOutput
 
-    with open_engine(config) as engine:
+    with open_engine(config, create=True) as engine:
         added = engine.add(text, **default_scope(config, **command_ids), metadata=metadata,
                            expiration_date=expiration_date)
     emit(AddOutput.of(added, NO_CAP), tables.added, items="results")
@@ -374,7 +413,7 @@ def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None],
     # A bar only for a person watching; redirected stderr (logs, CI) stays clean.
     progress = (click.progressbar(length=len(memories), label="adding", file=sys.stderr) if sys.stderr.isatty()
                 else contextlib.nullcontext())
-    with open_engine(config) as engine, progress as bar:
+    with open_engine(config, create=True) as engine, progress as bar:
         for batch in bulk.batches(memories):
             results = engine.add_many(batch.items, **batch.scope, expiration_date=batch.expiration_date)
             new = sum(result.event == "ADD" for result in results)
@@ -591,7 +630,7 @@ def import_(config: Config, path: Path, source: str, user_id: str | None, agent_
     from .transfer import ImportOut, progress, render_import, stop_on_interrupt
 
     arguments = dict(source=source, **default_scope(config, user_id, agent_id, run_id))
-    with open_engine(config) as engine, engine_errors(options=False), stop_on_interrupt() as stop:
+    with open_engine(config, create=not dry_run) as engine, engine_errors(options=False), stop_on_interrupt() as stop:
         try:
             report = engine.import_memories(path, **arguments, dry_run=True, stop=stop)
             if not dry_run:
@@ -677,8 +716,6 @@ def reembed(config: Config, model: str, backend: str | None) -> None:
     """Re-embed every memory and entity with another embedding model, then switch the database to
     it in one transaction. Servers keep using the old index until then; an interrupted run
     resumes where it stopped. Afterwards set the same model in the configuration."""
-    if not config.database.exists():
-        raise click.ClickException(f"no database at {config.database}; nothing to re-embed")
     config = config.replace("store", embedding_model=model,
                             embedding_backend=backend or config.store.embedding_backend)
     from store.engine import Engine
@@ -692,7 +729,7 @@ def reembed(config: Config, model: str, backend: str | None) -> None:
         bar.update(done - bar.pos)
 
     try:
-        with engine_errors(), Engine(config, reembedding=True) as engine:
+        with engine_errors(), Engine(config, reembedding=True, create=False) as engine:
             report = engine.reembed(progress=progress if sys.stderr.isatty() else None)
     finally:
         if bar is not None:

@@ -6,23 +6,27 @@ Row and query statements live in ``store.db``.
 
 Every failure to open a file becomes a ``TrimemError`` that names the file and the way
 out, so neither the CLI nor a tool result ever shows a driver traceback, and a file that
-is not trimem's is never changed.
+is not trimem's is never changed. A disk with no space left says so (``DiskFull``), on
+opening as on writing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import random
 import shlex
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import apsw
 import sqlite_vec
 
-from .errors import InvalidArgument, SchemaMismatch, TrimemError
+from .errors import DiskFull, InvalidArgument, SchemaMismatch, TrimemError
 
 BUSY_TIMEOUT_MS = 10_000
 WRITE_RETRIES = 8
@@ -39,6 +43,12 @@ def connection_wal(conn: apsw.Connection) -> None:
 def connection_busy_timeout(conn: apsw.Connection) -> None:
     """Wait for another process's write lock instead of failing with 'database is locked'."""
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+
+
+def connection_wal_index(conn: apsw.Connection) -> None:
+    """Read once in WAL mode: that builds the -shm index beside the file, so a disk too full
+    for it fails here, on opening, rather than at a command's first read."""
+    connection_readable(conn)
 
 
 def connection_foreign_keys(conn: apsw.Connection) -> None:
@@ -79,6 +89,7 @@ CONNECTION_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
     connection_readable,
     connection_trimem_or_new,
     connection_wal,
+    connection_wal_index,
     connection_foreign_keys,
     connection_synchronous,
 )
@@ -110,12 +121,23 @@ def _writable(path: Path) -> bool:
     return folder and (not path.exists() or os.access(path, os.W_OK))
 
 
-def connect(path: Path) -> apsw.Connection:
-    """Open (creating the folder if needed) a database file with every setting applied.
+def no_database_error(path: str | Path) -> TrimemError:
+    """What a read says where no database has been made yet: a read creates none."""
+    return TrimemError(
+        f"there is no database at {path} yet; the first add or import creates it (`trimem add`, `trimem import`, "
+        "or an assistant's add_memory). If it should be there already, check --db or TRIMEM_DB_PATH"
+    )
+
+
+def connect(path: Path, *, create: bool = True) -> apsw.Connection:
+    """Open a database file with every setting applied. With ``create`` a missing file (and
+    its folder) is made; without it, a missing or empty file is refused (``no_database_error``).
 
     A file this process may not write is opened read-only, so reads still work and a
     write fails with a message (see ``write_transaction``). ``connection.readonly('main')``
-    tells which.
+    tells which. A disk too full for SQLite's -shm index beside the file raises
+    ``DiskFull``, unless the file was there already and its -wal holds nothing: then it is
+    read as a snapshot instead (``full_disk_snapshot``), so reads work there too.
     """
     path = Path(path)
     if path.is_dir():
@@ -125,6 +147,8 @@ def connect(path: Path) -> apsw.Connection:
             f"cannot put the database at {path}: {blocker} is a file, not a folder; choose a path whose folders "
             "exist or can be created"
         )
+    if not create and (not path.exists() or path.stat().st_size == 0):  # nothing SQLite wrote yet
+        raise no_database_error(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -135,13 +159,28 @@ def connect(path: Path) -> apsw.Connection:
     read_only = path.exists() and not _writable(path)
     if not read_only and not os.access(path.parent, os.W_OK):
         raise InvalidArgument(f"cannot create {path}: its folder is not writable; choose another path")
-    flags = apsw.SQLITE_OPEN_READONLY if read_only else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    if read_only:
+        return _open(str(path), apsw.SQLITE_OPEN_READONLY, READ_ONLY_SETTINGS, path)
+    new = not path.exists()
+    flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
     try:
-        conn = apsw.Connection(str(path), flags=flags)
+        return _open(str(path), flags, CONNECTION_SETTINGS, path)
+    except DiskFull:
+        if new or not _wal_holds_nothing(path):
+            raise
+        return _open(_snapshot_uri(path), SNAPSHOT_FLAGS, READ_ONLY_SETTINGS, path)
+
+
+def _open(
+    name: str, flags: int, settings: tuple[Callable[[apsw.Connection], None], ...], path: Path
+) -> apsw.Connection:
+    """Open ``name`` and apply ``settings``; every failure becomes a ``TrimemError`` about ``path``."""
+    try:
+        conn = apsw.Connection(name, flags=flags)
     except apsw.Error as exc:
         raise TrimemError(f"cannot open {path} ({exc}); check the path and its permissions") from None
     try:
-        for setting in READ_ONLY_SETTINGS if read_only else CONNECTION_SETTINGS:
+        for setting in settings:
             setting(conn)
     except apsw.NotADBError:
         conn.close()
@@ -150,9 +189,47 @@ def connect(path: Path) -> apsw.Connection:
         conn.close()
         raise
     except apsw.Error as exc:
+        full = disk_full(conn, exc)  # before closing: the system error belongs to the connection
         conn.close()
+        if full:
+            raise DiskFull(path) from None
         raise TrimemError(f"cannot open {path} ({exc}); check the file, or run `trimem doctor --check`") from None
     return conn
+
+
+SNAPSHOT_FLAGS = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+"""A snapshot is the only connection ``connect`` opens by URI, which is how it is told apart."""
+
+
+def _snapshot_uri(path: Path) -> str:
+    """``path`` as SQLite's immutable file: read without locks, -shm or -wal. Only for a disk too
+    full for the -shm index and a -wal holding nothing, so the file alone is the whole database;
+    and a disk that full lets no other process write to it either."""
+    return f"file:{urllib.parse.quote(str(path.absolute()))}?immutable=1"
+
+
+def full_disk_snapshot(conn: apsw.Connection) -> bool:
+    """Whether ``connect`` could only open the file as a read-only snapshot, the disk being full."""
+    return (conn.open_flags & SNAPSHOT_FLAGS) == SNAPSHOT_FLAGS
+
+
+def _wal_holds_nothing(path: Path) -> bool:
+    """No -wal beside the file, or an empty one: every committed write is in the file itself."""
+    wal = Path(f"{path}-wal")
+    return not wal.exists() or wal.stat().st_size == 0
+
+
+def remove_database_files(path: Path) -> None:
+    """Remove a database file this process made, and the files SQLite made beside it."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def disk_full(conn: apsw.Connection, exc: apsw.Error) -> bool:
+    """Whether SQLite failed for want of space: its own full-disk error, or an I/O error whose
+    system error says so (growing the -shm index reports only that)."""
+    return isinstance(exc, apsw.FullError) or (isinstance(exc, apsw.IOError) and conn.system_errno == errno.ENOSPC)
 
 
 def versions(conn: apsw.Connection) -> dict[str, str]:
@@ -172,13 +249,26 @@ def read_only_error(path: str | Path) -> TrimemError:
     )
 
 
-def _write_failure(conn: apsw.Connection, exc: apsw.Error) -> TrimemError | None:
-    """The message for a write SQLite refused for a reason the caller can act on, else None."""
+def write_refusal(conn: apsw.Connection) -> Callable[[], TrimemError]:
+    """What a write on a connection opened read-only says: the disk is full when only a snapshot
+    could be opened, else the file is read-only."""
+    path = conn.db_filename("main")
+    return functools.partial(DiskFull, path) if full_disk_snapshot(conn) else functools.partial(read_only_error, path)
+
+
+def _write_failure(conn: apsw.Connection, exc: apsw.Error, *, ended: bool = False) -> TrimemError | None:
+    """The message for a write SQLite refused for a reason the caller can act on, else None.
+
+    ``ended`` says SQLite ended the transaction itself, which it does only when it cannot
+    write a page. sqlite-vec reports that as its own error ("could not write vector blob",
+    "Could not insert a new vector chunk", ...) without SQLite's full-disk code, so an
+    error that ended the transaction is the full disk (a refused row never ends it).
+    """
     path = conn.db_filename("main")
     if isinstance(exc, apsw.ReadOnlyError):
-        return read_only_error(path)
-    if isinstance(exc, apsw.FullError):
-        return TrimemError(f"the disk holding {path} is full; nothing was written. Free some space and try again")
+        return write_refusal(conn)()
+    if disk_full(conn, exc) or (ended and isinstance(exc, apsw.SQLError)):
+        return DiskFull(path)
     if isinstance(exc, apsw.IOError):
         return TrimemError(
             f"writing {path} failed with a disk I/O error ({exc}); nothing was written. "
@@ -196,6 +286,7 @@ def write_transaction(conn: apsw.Connection) -> Iterator[None]:
     Any exception inside, or a failed ``COMMIT``, rolls everything back, but only when a
     transaction is still open: after a full disk or an I/O error SQLite may already
     have rolled back, and a second ``ROLLBACK`` would fail and hide the real cause.
+    A full disk says so, even when sqlite-vec reported it (see ``_write_failure``).
     """
     for attempt in range(WRITE_RETRIES):
         try:
@@ -213,9 +304,10 @@ def write_transaction(conn: apsw.Connection) -> Iterator[None]:
         yield
         conn.execute("COMMIT")
     except BaseException as exc:
-        if conn.in_transaction:
+        ended = not conn.in_transaction
+        if not ended:
             conn.execute("ROLLBACK")
-        if isinstance(exc, apsw.Error) and (failure := _write_failure(conn, exc)) is not None:
+        if isinstance(exc, apsw.Error) and (failure := _write_failure(conn, exc, ended=ended)) is not None:
             raise failure from exc
         raise
 
@@ -384,17 +476,22 @@ def require_model(conn: apsw.Connection, model_name: str, dimension: int) -> Non
         )
 
 
-def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int, *, check_model: bool = True) -> None:
+def ensure_schema(
+    conn: apsw.Connection, model_name: str, dimension: int, *, check_model: bool = True, create: bool = True
+) -> None:
     """Create or upgrade the schema, and refuse a database built for another embedding model.
 
     The ``meta`` rows record the model's name and dimension when the file is created;
     opening it with any other model (even one of the same size) stops with a message,
     unless ``check_model`` is false (only to re-embed it with that model).
     A current schema is only read, so read-only files open (``connect`` has already
-    refused another application's SQLite file).
+    refused another application's SQLite file). Without ``create`` a file holding no
+    schema yet is refused as no database (``no_database_error``), and none is written.
     """
     with read_transaction(conn):
         version, stored = _schema_state(conn)
+    if version == 0 and not create:
+        raise no_database_error(conn.db_filename("main"))
     if version == SCHEMA_VERSION and stored:
         if check_model:
             _check_meta(stored, model_name, dimension)
@@ -419,6 +516,26 @@ def ensure_schema(conn: apsw.Connection, model_name: str, dimension: int, *, che
             )
         elif check_model:
             _check_meta(stored, model_name, dimension)
+
+
+def open_database(
+    path: Path, model_name: str, dimension: int, *, check_model: bool = True, create: bool = True
+) -> apsw.Connection:
+    """``connect``, then ``ensure_schema``: a database ready for use. A file made by this call
+    that the disk is too full to set up is removed again, so a full disk leaves nothing behind."""
+    new = not Path(path).exists()
+    try:
+        conn = connect(path, create=create)
+        try:
+            ensure_schema(conn, model_name, dimension, check_model=check_model, create=create)
+        except BaseException:
+            conn.close()
+            raise
+    except DiskFull:
+        if new:
+            remove_database_files(Path(path))
+        raise
+    return conn
 
 
 def meta(conn: apsw.Connection) -> dict[str, str]:

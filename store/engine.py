@@ -117,9 +117,12 @@ class Engine:
         embedder: Embedder | None = None,
         nlp: NLP | None = None,
         reembedding: bool = False,
+        create: bool = True,
     ) -> None:
         """``reembedding`` opens a database that records another embedding model than the
-        configured one, for ``reembed`` alone: every other call is refused until it completes."""
+        configured one, for ``reembed`` alone: every other call is refused until it completes.
+        Without ``create`` a path that holds no database yet is refused instead of made one,
+        so an engine opened only to read creates nothing."""
         self.config = config
         store = config.store
         self.embedder = embedder or open_embedder(
@@ -129,20 +132,15 @@ class Engine:
         self.nlp = nlp or NLP(config.store.spacy_pipeline or None)
         self.path = config.database
         self._lock = threading.RLock()
-        self._conn = connection.connect(self.path)
+        self._conn = connection.open_database(
+            self.path, self.embedder.name, self.embedder.dimension, check_model=not reembedding, create=create
+        )
         # Read once, now: the write connection may only be touched under ``_lock``, and whether
-        # the file opened read-only never changes while it is open.
-        self._read_only = self._conn.readonly("main")
+        # the file opened read-only (and why) never changes while it is open.
+        self._refuse_write = connection.write_refusal(self._conn) if self._conn.readonly("main") else None
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
-        try:
-            connection.ensure_schema(
-                self._conn, self.embedder.name, self.embedder.dimension, check_model=not reembedding
-            )
-        except BaseException:
-            self._conn.close()
-            raise
         # Texts embed on this thread while the NLP pipeline reads them on the caller's.
         self._side = ThreadPoolExecutor(1, thread_name_prefix="trimem-embed")
         self._names = NameVectors(self.embedder)
@@ -150,7 +148,7 @@ class Engine:
     @property
     def read_only(self) -> bool:
         """True when the file could only be opened for reading."""
-        return self._read_only
+        return self._refuse_write is not None
 
     def close(self) -> None:
         """Close every database connection (readers in use close when their read ends)."""
@@ -164,9 +162,9 @@ class Engine:
             self._conn.close()
 
     def _check_writable(self) -> None:
-        """Refuse a write to a read-only file before the models run for it."""
-        if self.read_only:
-            raise connection.read_only_error(self.path)
+        """Refuse a write to a read-only file (or a full disk's snapshot) before the models run for it."""
+        if self._refuse_write is not None:
+            raise self._refuse_write()
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[apsw.Connection]:

@@ -38,3 +38,10 @@ class SchemaMismatch(TrimemError):
 
 class ModelUnavailable(TrimemError):
     """The embedding model or NLP pipeline could not be loaded from local files."""
+
+
+class DiskFull(TrimemError):
+    """The disk holding a file trimem writes has no space left; nothing was written."""
+
+    def __init__(self, where: object) -> None:
+        super().__init__(f"the disk holding {where} is full; nothing was written. Free some space and try again")

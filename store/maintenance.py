@@ -10,7 +10,7 @@ lives in ``store.db`` (section "maintenance").
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
 import uuid
 from collections.abc import Iterable
@@ -22,7 +22,7 @@ import numpy as np
 
 from . import connection, db
 from .embeddings import Embedder
-from .errors import InvalidArgument, TrimemError
+from .errors import DiskFull, InvalidArgument, TrimemError
 from .linking import link_entities
 from .nlp import NLP, Analysis
 from .records import scope_of
@@ -241,8 +241,9 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
     stepwise copy would restart each time another process commits). The result is a
     self-contained file in rollback-journal mode, passes ``PRAGMA quick_check``, and
     appears at ``destination`` only when complete (it is written beside it under a
-    temporary name, then renamed). An existing file is never overwritten, and the
-    live database or its ``-wal``/``-shm`` files are refused as destinations.
+    temporary name, then renamed; a failure, a full disk included, leaves nothing). An
+    existing file is never overwritten, and the live database or its ``-wal``/``-shm``
+    files are refused as destinations.
     """
     destination = Path(destination).expanduser().absolute()
     source = Path(conn.db_filename("main")).absolute()
@@ -261,6 +262,8 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
         destination.parent.mkdir(parents=True, exist_ok=True)
         _copy(conn, partial, destination)
     except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DiskFull(destination) from None
         raise InvalidArgument(
             f"cannot write the backup {destination} ({exc.strerror or exc}); choose a path in a folder you can write"
         ) from None
@@ -269,8 +272,7 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
             f"cannot create the backup {destination}; choose a path in a folder you can write"
         ) from None
     finally:
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
+        connection.remove_database_files(partial)  # and the journal SQLite wrote beside it
 
 
 def _copy(conn: apsw.Connection, partial: Path, destination: Path) -> None:
@@ -284,6 +286,10 @@ def _copy(conn: apsw.Connection, partial: Path, destination: Path) -> None:
         problems = [line for line in target.execute("PRAGMA quick_check").fetchall() if line[0] != "ok"]
         if problems:
             raise TrimemError(f"the backup copy failed its check ({problems[0][0]}); the source may be damaged")
+    except apsw.Error as exc:
+        if connection.disk_full(target, exc):
+            raise DiskFull(destination) from None
+        raise
     finally:
         target.close()
     os.replace(partial, destination)

@@ -81,4 +81,4 @@ def engine(config: Config, embedder: OnnxEmbedder, nlp: NLP) -> Iterator[Engine]
 def engine_factory(embedder: OnnxEmbedder, nlp: NLP) -> Callable[[Config], Engine]:
     """Opens an engine on any configuration with the session's models: what the MCP server's
     lifespan and the CLI are given in tests, so they skip the model load."""
-    return lambda config: Engine(config, embedder=embedder, nlp=nlp)
+    return lambda config, **options: Engine(config, embedder=embedder, nlp=nlp, **options)

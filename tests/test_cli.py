@@ -16,8 +16,11 @@ from store.scoring import KEYWORD_SOURCES
 
 
 @pytest.fixture
-def run(db_path: Path, engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch) -> Callable:
-    """``run(*args)``: invoke ``trimem --db <tmp> args`` in process, with the session's models."""
+def run(db_path: Path, config: Config, engine_factory: Callable[[Config], Engine],
+        monkeypatch: pytest.MonkeyPatch) -> Callable:
+    """``run(*args)``: invoke ``trimem --db <tmp> args`` in process, with the session's models, on
+    an empty database (a read creates none)."""
+    engine_factory(config).close()
     # The CLI imports Engine when a command opens the database; hand it the shared models.
     monkeypatch.setattr("store.engine.Engine", engine_factory)
 
@@ -464,9 +467,11 @@ def test_an_unknown_trimem_variable_is_a_warning_naming_the_closest(run: Callabl
     assert output_json(result)["memories"] == []  # a warning, not an error
 
 
-def test_a_new_database_is_announced(run: Callable, db_path: Path) -> None:
-    assert f"created new database at {db_path}" in run("list").stderr
-    assert "created new database" not in run("list").stderr
+def test_a_new_database_is_announced(run: Callable, tmp_path: Path) -> None:
+    database = tmp_path / "new.db"
+    added = CliRunner().invoke(cli, ["--db", str(database), "add", "Ana likes tea"])
+    assert f"created new database at {database}" in added.stderr
+    assert "created new database" not in CliRunner().invoke(cli, ["--db", str(database), "list"]).stderr
 
 
 def test_backup_into_a_folder(run: Callable, tmp_path: Path, config: Config,
@@ -522,12 +527,14 @@ def test_mcp_out_of_range_top_k_is_the_plain_message(config: Config,
 
 
 def test_doctor_names_versions_and_configuration_without_loading_spacy(
-    db_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    db_path: Path, config: Config, embedder: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from store.nlp import NLP
 
     unloaded = NLP()
-    monkeypatch.setattr("store.engine.Engine", lambda config: Engine(config, embedder=embedder, nlp=unloaded))
+    monkeypatch.setattr("store.engine.Engine",
+                        lambda config, **options: Engine(config, embedder=embedder, nlp=unloaded, **options))
+    Engine(config, embedder=embedder, nlp=unloaded).close()
     monkeypatch.setenv("TRIMEM_USER_ID", "ana")
     config_file = tmp_path / "trimem.toml"
     config_file.write_text('[limits]\nmax_top_k = 50\n')

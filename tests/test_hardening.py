@@ -26,8 +26,8 @@ def _trace_connections(monkeypatch: pytest.MonkeyPatch, tracer: Callable) -> Non
     """Every connection opened from now on runs ``tracer`` before each statement (apsw exec trace)."""
     original = connection.connect
 
-    def traced(path: Path) -> apsw.Connection:
-        conn = original(path)
+    def traced(path: Path, **options: bool) -> apsw.Connection:
+        conn = original(path, **options)
         conn.exec_trace = tracer
         return conn
 
