@@ -31,7 +31,7 @@ from store.errors import TrimemError
 if TYPE_CHECKING:
     from store.engine import Engine
 
-from . import default_scope, named_scope, replies
+from . import default_scope, named_scope, replies, schemas
 from .models import (
     AddOutput,
     DeletedCount,
@@ -194,43 +194,16 @@ class Message(BaseModel):
     name: str | None = Field(default=None, description="The speaker.")
 
 
-def without_titles(schema: Any) -> Any:
-    """A JSON schema without the titles pydantic derives from names: the names say it already."""
-    if isinstance(schema, dict):
-        return {key: without_titles(value) for key, value in schema.items()
-                if not (key == "title" and isinstance(value, str))}
-    if isinstance(schema, list):
-        return [without_titles(item) for item in schema]
-    return schema
-
-
-def lean_input(schema: Any) -> Any:
-    """An input schema as a model needs it: no titles, and an optional argument as its type alone
-    (``anyOf [T, null]`` with default null is T, no default: a model leaves out what it does not
-    mean to send), and no ``additionalProperties: true``, which JSON Schema assumes."""
-    schema = without_titles(schema)
-    if isinstance(schema, dict):
-        schema = {key: lean_input(value) for key, value in schema.items()
-                  if not (key == "default" and value is None) and not (key == "additionalProperties" and value is True)}
-        options = schema.get("anyOf")
-        if options and {"type": "null"} in options and "default" not in schema:
-            kept = [option for option in options if option != {"type": "null"}]
-            schema = {key: value for key, value in schema.items() if key != "anyOf"}
-            schema.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
-    elif isinstance(schema, list):
-        schema = [lean_input(item) for item in schema]
-    return schema
-
-
 class TrimemServer(MCPServer[State]):
-    """The SDK's server, listing its tools leaner: every client passes the input schemas to the
-    model in every conversation, so what no model needs is left out of them. Arguments are
-    still validated against the full signatures, and the output schemas keep every type."""
+    """The SDK's server, listing its tools as ``schemas.py`` trims them: leaner inputs for the
+    model, outputs quicker for a client to validate. Arguments are still validated against the
+    full signatures, and the output schemas keep every type."""
 
     async def list_tools(self) -> list[Tool]:
         return [
             tool.model_copy(update={
-                "input_schema": lean_input(tool.input_schema), "output_schema": without_titles(tool.output_schema),
+                "input_schema": schemas.for_model(tool.input_schema),
+                "output_schema": schemas.for_validation(tool.output_schema),
             })
             for tool in await super().list_tools()
         ]

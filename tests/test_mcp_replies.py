@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 from mcp import Client
 from test_mcp import call, connect, opened  # noqa: F401  (fixtures; pytest puts tests/ on sys.path)
 
@@ -51,8 +52,24 @@ async def test_the_tool_list_is_small_and_states_no_titles_or_nulls(client: Clie
         schema = json.dumps(tool.input_schema)
         assert '"title"' not in schema and '"null"' not in schema, (tool.name, schema)
         assert tool.output_schema is not None
-    search_output = next(t for t in tools if t.name == "search_memory").output_schema
-    assert {"type": "null"} in search_output["$defs"]["ScoredMemory"]["properties"]["agent_id"]["anyOf"]  # kept whole
+
+
+
+async def test_output_schemas_keep_every_type_in_the_form_quickest_to_validate(client: Client) -> None:
+    """Each model in place and each optional field as a list of types: the SDK client validates every
+    result against it (so every tool test checks what it accepts); here, what it refuses."""
+    await call(client, "add_memory", text="The piano tuner comes on Thursdays")
+    found = await call(client, "search_memory", query="piano tuner")
+    schema = next(t for t in (await client.list_tools()).tools if t.name == "search_memory").output_schema
+    assert "$defs" not in schema and "$ref" not in json.dumps(schema) and "anyOf" not in json.dumps(schema)
+    memory = schema["properties"]["results"]["items"]
+    assert memory["properties"]["agent_id"]["type"] == ["string", "null"]
+    validator = Draft202012Validator(schema)
+    assert list(validator.iter_errors(found)) == []
+    [hit] = found["results"]
+    for field, wrong in (("agent_id", 5), ("score", "high"), ("metadata", []), ("truncated", None)):
+        assert list(validator.iter_errors({"results": [{**hit, field: wrong}]})), field
+    assert list(validator.iter_errors({"results": [{k: v for k, v in hit.items() if k != "created_at"}]}))
 
 
 async def test_search_text_is_one_short_line_per_memory_and_the_record_stays_whole(client: Client) -> None:
