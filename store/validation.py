@@ -86,20 +86,28 @@ def has_visible_character(text: str) -> bool:
     return any(unicodedata.category(ch) not in INVISIBLE_CATEGORIES for ch in text)
 
 
+WANTED = {
+    "text": ("the fact to remember as a sentence", "split it into smaller facts"),
+    "query": ("what to recall, in words", "ask with fewer words"),
+    "entity": ("the entity's name", "send just the name"),
+}
+"""For each kind of text, what to send instead of an empty one, and what to do with one too long."""
+
+
 def check_text(text: Any, max_chars: int, what: str = "text") -> str:
-    """Memory text: a string with at least one visible character, no longer than ``max_chars``."""
+    """A text (memory, query or entity name, ``WANTED``): a string with at least one visible
+    character, no longer than ``max_chars``."""
+    wanted, shorter = WANTED[what]
     if not isinstance(text, str):
         raise InvalidArgument(f"{what} must be a string, got {type(text).__name__}")
     check_utf8(text, what)
     if not text.strip():
-        raise InvalidArgument(f"{what} is empty; send the fact to remember as a sentence")
+        raise InvalidArgument(f"{what} is empty; send {wanted}")
     if len(text) > max_chars:
-        raise InvalidArgument(
-            f"{what} has {len(text)} characters, more than the limit of {max_chars}; split it into smaller facts"
-        )
+        raise InvalidArgument(f"{what} has {len(text)} characters, more than the limit of {max_chars}; {shorter}")
     if not has_visible_character(text):
         raise InvalidArgument(
-            f"{what} has no visible character (only control, zero-width or blank ones); send words"
+            f"{what} has no visible character (only control, zero-width or blank ones); send {wanted}"
         )
     return text
 

@@ -323,5 +323,5 @@ def test_a_memorys_entities_and_the_memories_linked_to_an_entity(engine: Engine)
     assert engine.list_by_entity("Lisbon", user_id="bob") == []
     with pytest.raises(NotFound):
         engine.entities(lisbon.id, user_id="bob")
-    with pytest.raises(InvalidArgument, match="entity is empty"):
+    with pytest.raises(InvalidArgument, match="^entity is empty; send the entity's name$"):
         engine.list_by_entity(" ", user_id="ana")

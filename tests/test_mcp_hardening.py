@@ -142,11 +142,12 @@ INVISIBLE = ["\x00", "\x00\x00\x00", "\u200b\u200c\u200d", "\x01\x02\x7f", "\ufe
 
 @pytest.mark.parametrize("text", INVISIBLE, ids=[t.encode("unicode_escape").decode() for t in INVISIBLE])
 async def test_text_or_query_without_a_visible_character_is_refused(client: Client, text: str) -> None:
-    assert "text has no visible character (only control, zero-width or blank ones); send words" in await fail(
+    invisible = "no visible character (only control, zero-width or blank ones)"
+    assert f"text has {invisible}; send the fact to remember as a sentence" in await fail(
         client, "add_memory", text=text
     )
     await call(client, "add_memory", text="Ana is allergic to peanuts")
-    assert "query has no visible character" in await fail(client, "search_memory", query=text)
+    assert f"query has {invisible}; send what to recall, in words" in await fail(client, "search_memory", query=text)
     assert (await call(client, "list_memories"))["memories"][0]["text"] == "Ana is allergic to peanuts"
     assert len((await call(client, "list_memories"))["memories"]) == 1
 

@@ -60,7 +60,7 @@ def test_query_syntax_is_never_an_sql_error(garden: Engine, query: str) -> None:
 
 
 def test_blank_query_is_refused(garden: Engine) -> None:
-    with pytest.raises(InvalidArgument, match="query is empty"):
+    with pytest.raises(InvalidArgument, match="^query is empty; send what to recall, in words$"):
         garden.search("  ", user_id="ana")
 
 
