@@ -4,7 +4,6 @@ importing, and the import summary. The format and the reading are ``store/transf
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import signal
@@ -17,7 +16,7 @@ from typing import Any, get_type_hints
 import click
 from pydantic import create_model
 
-from store.errors import DiskFull, InvalidArgument
+from store.errors import unwritable
 from store.transfer import ImportReport
 
 ImportOut = create_model(  # the summary's JSON is the report's fields, defined once in store
@@ -43,10 +42,7 @@ def write_export(lines: Iterable[str], target: str) -> dict[str, Any]:
             out.writelines(lines)
         os.replace(partial, path)
     except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise DiskFull(path) from None
-        raise InvalidArgument(f"cannot write {path} ({exc.strerror or exc}); choose a path in a folder you can "
-                              "write") from None
+        raise unwritable(path, exc) from None
     finally:
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)

@@ -6,6 +6,7 @@ Every caller sees these, not driver exceptions: the MCP tools let them propagate
 to send instead.
 """
 
+import errno
 
 SHOWN_CHARS = 80
 """How much of a rejected value a message quotes: enough to recognise it, never a flood."""
@@ -45,3 +46,12 @@ class DiskFull(TrimemError):
 
     def __init__(self, where: object) -> None:
         super().__init__(f"the disk holding {where} is full; nothing was written. Free some space and try again")
+
+
+def unwritable(path: object, exc: OSError, what: str = "") -> TrimemError:
+    """What writing a file the user named (an export, a backup) says when the system refused:
+    the disk is full, or the place cannot be written. ``what`` names the file's kind."""
+    if exc.errno == errno.ENOSPC:
+        return DiskFull(path)
+    return InvalidArgument(f"cannot write {what}{path} ({exc.strerror or exc}); choose a path in a folder you can "
+                           "write")

@@ -10,7 +10,6 @@ lives in ``store.db`` (section "maintenance").
 
 from __future__ import annotations
 
-import errno
 import os
 import uuid
 from collections.abc import Iterable
@@ -22,7 +21,7 @@ import numpy as np
 
 from . import connection, db
 from .embeddings import Embedder
-from .errors import DiskFull, InvalidArgument, TrimemError
+from .errors import DiskFull, InvalidArgument, TrimemError, unwritable
 from .linking import link_entities
 from .nlp import NLP, Analysis
 from .records import scope_of
@@ -262,11 +261,7 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
         destination.parent.mkdir(parents=True, exist_ok=True)
         _copy(conn, partial, destination)
     except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise DiskFull(destination) from None
-        raise InvalidArgument(
-            f"cannot write the backup {destination} ({exc.strerror or exc}); choose a path in a folder you can write"
-        ) from None
+        raise unwritable(destination, exc, "the backup ") from None
     except apsw.CantOpenError:
         raise InvalidArgument(
             f"cannot create the backup {destination}; choose a path in a folder you can write"
