@@ -8,7 +8,8 @@ One JSON object per line::
 Only ``text`` is required. A line that names none of ``user_id`` / ``agent_id`` /
 ``run_id`` goes to the command's scope; a line without ``metadata`` or
 ``expiration_date`` takes the command's ``--metadata`` / ``--expiration-date``. Blank
-lines are skipped. Every line is checked with the engine's own argument checks before
+lines are skipped. Every line is checked as an import checks a line of an export
+(``store.transfer.check_line``), with today as the earliest expiration date, before
 anything is written, so a bad line (with its number) stops the import with nothing
 stored. Lines are then written per scope in chunks of :data:`CHUNK_LINES`, each chunk
 one ``Engine.add_many`` call: one model batch and one transaction.
@@ -20,12 +21,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from store import retrieval
+from store import clock
 from store.config import LimitsConfig
 from store.engine import MemoryInput
 from store.errors import InvalidArgument
-from store.transfer import CHUNK, BadLine, numbered
-from store.validation import SCOPE_KEYS, check_expiration, check_metadata, check_scope, check_text
+from store.scope import SCOPE_KEYS, Scope
+from store.transfer import CHUNK, BadLine, check_line, numbered
+from store.validation import check_scope
 
 CHUNK_LINES = CHUNK
 """Lines per ``add_many`` call (the same chunks as an import)."""
@@ -39,7 +41,7 @@ EXAMPLE = '{"text": "Ana likes tea"}'
 class Batch:
     """Up to :data:`CHUNK_LINES` checked memories sharing one scope and expiration date."""
 
-    scope: dict[str, str]
+    scope: Scope
     expiration_date: str | None
     items: list[MemoryInput]
 
@@ -51,12 +53,12 @@ def read_lines(
     metadata: Mapping[str, Any] | None,
     expiration_date: str | None,
     limits: LimitsConfig,
-) -> list[tuple[dict[str, str], str | None, MemoryInput]]:
+) -> list[tuple[Scope, str | None, MemoryInput]]:
     """Every non-blank line as (scope, expiration date, memory), checked; raises ``BadLine``.
 
     ``scope_of(**ids)`` turns the ids a line names (none, for the command's own) into its scope.
     """
-    today = retrieval.today()
+    today = clock.today()
     parsed = []
     for where, value in numbered(lines, KEYS, EXAMPLE):
         try:
@@ -66,14 +68,14 @@ def read_lines(
     return parsed
 
 
-def batches(memories: list[tuple[dict[str, str], str | None, MemoryInput]]) -> Iterator[Batch]:
+def batches(memories: list[tuple[Scope, str | None, MemoryInput]]) -> Iterator[Batch]:
     """Group by scope and expiration date (first appearance first), in chunks of CHUNK_LINES."""
-    groups: dict[tuple[tuple[tuple[str, str], ...], str | None], list[MemoryInput]] = {}
+    groups: dict[tuple[Scope, str | None], list[MemoryInput]] = {}
     for scope, expiry, item in memories:
-        groups.setdefault((tuple(sorted(scope.items())), expiry), []).append(item)
-    for (scope_items, expiry), items in groups.items():
+        groups.setdefault((scope, expiry), []).append(item)
+    for (scope, expiry), items in groups.items():
         for start in range(0, len(items), CHUNK_LINES):
-            yield Batch(dict(scope_items), expiry, items[start : start + CHUNK_LINES])
+            yield Batch(scope, expiry, items[start : start + CHUNK_LINES])
 
 
 def _line(
@@ -83,15 +85,10 @@ def _line(
     expiration_date: str | None,
     limits: LimitsConfig,
     today: str,
-) -> tuple[dict[str, str], str | None, MemoryInput]:
-    if "text" not in value:
-        raise InvalidArgument('has no "text"; every line needs the fact to remember')
-    own_scope = {key: value[key] for key in SCOPE_KEYS if key in value}
-    return (
-        check_scope(**scope_of(**own_scope)),
-        check_expiration(value.get("expiration_date", expiration_date), today),
-        MemoryInput(
-            check_text(value["text"], limits.max_text_chars),
-            check_metadata(value.get("metadata", metadata), limits.max_metadata_bytes),
-        ),
-    )
+) -> tuple[Scope, str | None, MemoryInput]:
+    """One line with the command's metadata and expiration date where it has none, checked in
+    the scope ``scope_of`` gives the ids it names."""
+    scope = check_scope(**scope_of(**{key: value[key] for key in SCOPE_KEYS if key in value}))
+    line = {"metadata": metadata, "expiration_date": expiration_date, **value}
+    memory = check_line({key: line[key] for key in line if key not in SCOPE_KEYS}, scope, limits, today)
+    return scope, memory.expiration_date, MemoryInput(memory.text, memory.metadata)

@@ -415,7 +415,7 @@ def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None],
                 else contextlib.nullcontext())
     with open_engine(config, create=True) as engine, progress as bar:
         for batch in bulk.batches(memories):
-            results = engine.add_many(batch.items, **batch.scope, expiration_date=batch.expiration_date)
+            results = engine.add_many(batch.items, **batch.scope.named(), expiration_date=batch.expiration_date)
             new = sum(result.event == "ADD" for result in results)
             added, duplicates = added + new, duplicates + len(results) - new
             if bar is not None:

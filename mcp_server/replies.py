@@ -21,7 +21,8 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from store.records import SCOPE_KEYS, short_id
+from store.records import short_id
+from store.scope import SCOPE_KEYS
 
 from .models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, ScoredMemory, SearchOutput
 

@@ -93,7 +93,7 @@ class State:
             self._opened.set()
         engine = self._engine
         log.info(
-            "trimem serving %s for user_id=%r; models: %s on %s, spaCy %s", engine.path,
+            "trimem serving %s for user_id=%r; models: %s on %s, spaCy %s", engine.location,
             self._config.server.user_id, engine.embedder.name, engine.embedder.backend,
             self._config.store.spacy_pipeline or "(the best installed)",
         )

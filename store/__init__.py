@@ -19,7 +19,7 @@ _EXPORTS = {
     "ModelUnavailable": "errors",
     "NotFound": "errors",
     "SchemaMismatch": "errors",
-    "ReembedReport": "reembed",
+    "ReembedReport": "records",
     "TrimemError": "errors",
     "AddedMemory": "records",
     "EntityMatch": "records",

@@ -1,19 +1,16 @@
-"""The engine: every memory operation, over one SQLite file.
+"""The engine: every memory operation, as a front over a storage backend.
 
-The MCP tools and the CLI each make one call here. Every write validates all of its
-input first, runs the models outside the database lock, and then touches every table
-(memory, vector, FTS row, entity links, history) in one transaction. Every read runs
-in one read transaction on a read connection of its own, so it sees one snapshot and
-never waits for a writer, in this process or another.
+The MCP tools and the CLI each make one call here. Every call validates all of its input
+first; a write then runs the models outside any lock and hands the backend one write
+transaction (memory, vector, keyword row, entity links, history: all or nothing). Every
+read runs in one snapshot of the store, so it sees one state and never waits for a writer.
+The backend (``store.backend``) is SQLite by default.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import logging
 import os
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,23 +18,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import apsw
 import numpy as np
 
-from . import connection, db, maintenance, peers, reembed, retrieval, transfer
+from . import clock, peers, retrieval, transfer
+from .backend import (
+    Backend, IdCandidate, IdSource, MemoryRow, NewMemory, Progress, Snapshot, Transaction, open_backend, require,
+    to_memory,
+)
 from .config import Config
 from .embeddings import Embedder, NameVectors, open_embedder
 from .entities import normalize_entity
 from .errors import InvalidArgument, NotFound, shown
-from .filters import filters_sql
+from .filters import parse_filters
 from .linking import link_entities
-from .maintenance import RepairReport, Violation
 from .nlp import NLP, Analysis
 from .records import (
-    MESSAGE_ROLES, SHORT_ID_CHARS, AddedMemory, Explanation, HistoryEvent, Memory, ScopeCount, SearchHit, scope_of,
-    to_memory,
+    MESSAGE_ROLES, SHORT_ID_CHARS, AddedMemory, Explanation, HistoryEvent, Memory, ReembedReport, RepairReport,
+    ScopeCount, SearchHit, Violation,
 )
-from .reembed import Progress, ReembedReport
+from .scope import EVERY_SCOPE, Scope
 from .validation import (
     CheckedMemory,
     check_expiration,
@@ -46,11 +45,11 @@ from .validation import (
     check_offset,
     check_query,
     check_scope,
-    scope_keys_in,
     check_text,
     check_threshold,
     check_top_k,
     normalized_hash,
+    scope_keys_in,
 )
 
 log = logging.getLogger(__name__)
@@ -69,12 +68,14 @@ class MemoryInput:
     actor_id: str | None = None
 
 
+ID_PREFIX_MIN_CHARS = 4
+"""A shorter start of an id is too likely to name the wrong memory to stand for it."""
 CANDIDATES_SHOWN = 5
 """How many ids the message about an ambiguous id prefix lists (it counts the rest)."""
 CANDIDATE_TEXT_CHARS = 60
 
 
-def candidate_lines(candidates: Sequence[db.IdCandidate], count: int) -> list[str]:
+def candidate_lines(candidates: Sequence[IdCandidate], count: int) -> list[str]:
     """One line per candidate (sorted by id): the start of its id, long enough to tell it from
     the others listed, and the start of its text; then how many more there are."""
     ids = [candidate.id for candidate in candidates]
@@ -86,13 +87,7 @@ def candidate_lines(candidates: Sequence[db.IdCandidate], count: int) -> list[st
     return lines
 
 
-def now() -> str:
-    """UTC timestamp, always with six digits of microseconds, so newest-first ordering is stable
-    (``isoformat()`` alone drops them when they happen to be zero, and the text sorts wrong)."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
-
-
-def _scope_if_named(user_id: Any, agent_id: Any, run_id: Any) -> dict[str, str] | None:
+def _scope_if_named(user_id: Any, agent_id: Any, run_id: Any) -> Scope | None:
     """The checked scope when any id is named, else ``None`` (export: every user; import: the
     records' own scopes only)."""
     if user_id is None and agent_id is None and run_id is None:
@@ -101,13 +96,12 @@ def _scope_if_named(user_id: Any, agent_id: Any, run_id: Any) -> dict[str, str] 
 
 
 class Engine:
-    """Memories of users, agents and runs in one SQLite file, with hybrid search.
+    """Memories of users, agents and runs, with hybrid search, over one backend.
 
-    Thread-safe: one write connection guarded by a lock (model work is done outside it)
-    and a pool of read connections, so a search never waits behind a write that is
-    itself waiting for another process's lock. Several processes may open the same
-    file (WAL, busy timeout, immediate transactions). A file this process cannot write
-    is opened read-only: reads work, writes fail with a message.
+    Thread-safe: the backend serialises writes and gives each read its own snapshot, and
+    the models' work is done before a write transaction begins. Several processes may
+    open the same store. A store this process cannot write is opened read-only: reads
+    work, writes fail with a message.
     """
 
     def __init__(
@@ -119,10 +113,10 @@ class Engine:
         reembedding: bool = False,
         create: bool = True,
     ) -> None:
-        """``reembedding`` opens a database that records another embedding model than the
+        """``reembedding`` opens a store that records another embedding model than the
         configured one, for ``reembed`` alone: every other call is refused until it completes.
-        Without ``create`` a path that holds no database yet is refused instead of made one,
-        so an engine opened only to read creates nothing."""
+        Without ``create`` a store that does not exist yet is refused instead of made, so an
+        engine opened only to read creates nothing."""
         self.config = config
         store = config.store
         self.embedder = embedder or open_embedder(
@@ -130,72 +124,32 @@ class Engine:
             cache_dir=config.model_cache_dir, threads=store.inference_threads,
         )
         self.nlp = nlp or NLP(config.store.spacy_pipeline or None)
-        self.path = config.database
-        self._lock = threading.RLock()
-        self._conn = connection.open_database(
-            self.path, self.embedder.name, self.embedder.dimension, check_model=not reembedding, create=create
+        self.backend: Backend = open_backend(
+            config, self.embedder.name, self.embedder.dimension, check_model=not reembedding, create=create
         )
-        # Read once, now: the write connection may only be touched under ``_lock``, and whether
-        # the file opened read-only (and why) never changes while it is open.
-        self._refuse_write = connection.write_refusal(self._conn) if self._conn.readonly("main") else None
-        self._readers: list[apsw.Connection] = []
-        self._readers_lock = threading.Lock()
-        self._closed = False
         # Texts embed on this thread while the NLP pipeline reads them on the caller's.
         self._side = ThreadPoolExecutor(1, thread_name_prefix="trimem-embed")
         self._names = NameVectors(self.embedder)
 
     @property
+    def location(self) -> str:
+        """Where the memories are stored (the database file)."""
+        return self.backend.location
+
+    @property
     def read_only(self) -> bool:
-        """True when the file could only be opened for reading."""
-        return self._refuse_write is not None
+        """True when the store could only be opened for reading."""
+        return self.backend.read_only
 
     def close(self) -> None:
-        """Close every database connection (readers in use close when their read ends)."""
+        """Close every database connection (reads in progress close theirs when they end)."""
         self._side.shutdown()
-        with self._readers_lock:
-            self._closed = True
-            idle, self._readers = self._readers, []
-        for conn in idle:
-            conn.close()
-        with self._lock:
-            self._conn.close()
+        self.backend.close()
 
     def _check_writable(self) -> None:
-        """Refuse a write to a read-only file (or a full disk's snapshot) before the models run for it."""
-        if self._refuse_write is not None:
-            raise self._refuse_write()
-
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[apsw.Connection]:
-        """A read connection of this engine's pool, inside one read transaction (one snapshot)."""
-        with self._readers_lock:
-            conn = self._readers.pop() if self._readers else None
-        if conn is None:
-            conn = connection.connect(self.path)
-        try:
-            with connection.read_transaction(conn):
-                self._require_model(conn)
-                yield conn
-        finally:
-            with self._readers_lock:
-                keep = not self._closed
-                if keep:
-                    self._readers.append(conn)
-            if not keep:
-                conn.close()
-
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[apsw.Connection]:
-        """The write connection, inside one write transaction."""
-        with self._lock, connection.write_transaction(self._conn):
-            self._require_model(self._conn)
-            yield self._conn
-
-    def _require_model(self, conn: apsw.Connection) -> None:
-        """Refuse to read or write vectors of another model: another process may have re-embedded
-        the database since this engine opened it (one primary-key read of ``meta``)."""
-        connection.require_model(conn, self.embedder.name, self.embedder.dimension)
+        """Refuse a write to a read-only store (or a full disk's snapshot) before the models run for it."""
+        if self.backend.read_only:
+            raise self.backend.refuse_write()
 
     def __enter__(self) -> Engine:
         return self
@@ -268,7 +222,7 @@ class Engine:
         batch) is not stored twice: its result is the existing memory, event DUPLICATE.
         """
         scope = check_scope(user_id, agent_id, run_id)
-        expiry = check_expiration(expiration_date, retrieval.today())
+        expiry = check_expiration(expiration_date, clock.today())
         self._check_writable()
         limits = self.config.limits
         checked = [
@@ -290,9 +244,9 @@ class Engine:
 
     def _store(
         self, memories: Sequence[CheckedMemory], *, dry_run: bool = False, gap_after_skip: bool = False
-    ) -> list[tuple[str, db.MemoryRow | None]]:
+    ) -> list[tuple[str, MemoryRow | None]]:
         """Write checked memories with one model batch and one transaction, in the order given
-        (rowids follow it); the one write path of ``add_many`` and ``import_memories``.
+        (keys follow it): the one write path of ``add_many``, ``import_memories`` and ``restore``.
 
         A memory is skipped when its id is taken (``SAME_ID``, with no row) or its normalised text
         is stored in its scope (``DUPLICATE``, with that row); else ``ADD`` with the new row.
@@ -301,47 +255,45 @@ class Engine:
         before (``gap_before``), as the skipped one stood between them.
         """
 
-        def stored(conn: apsw.Connection, memory: CheckedMemory) -> tuple[str, db.MemoryRow | None] | None:
-            if memory.id is not None and db.id_taken(conn, memory.id):
+        def stored(view: Snapshot, memory: CheckedMemory) -> tuple[str, MemoryRow | None] | None:
+            if memory.id is not None and view.id_taken(memory.id, by_history=not memory.reclaims_id):
                 return "SAME_ID", None
-            twin = db.find_by_hash(conn, memory.scope, memory.hash)
+            twin = view.find_by_hash(memory.scope, memory.hash)
             return None if twin is None else ("DUPLICATE", twin)
 
-        with self._reading() as conn:
-            outcomes = [stored(conn, memory) for memory in memories]
+        with self.backend.snapshot() as view:
+            outcomes = [stored(view, memory) for memory in memories]
         fresh = [i for i, outcome in enumerate(outcomes) if outcome is None]
         if dry_run:
             return [outcome or ("ADD", None) for outcome in outcomes]
         analyses, embeddings, entity_vectors = self._analyse_and_embed([memories[i].text for i in fresh])
         modelled = dict(zip(fresh, zip(analyses, embeddings)))
-        stamp = now()
-        with self._writing():
+        stamp = clock.now()
+        with self.backend.transaction() as txn:
             skipped = False  # the memory before this one was not written, so this one is no neighbour of the last
             for i, item in enumerate(memories):
                 if i not in modelled:
                     skipped = True
                     continue
-                if outcome := stored(self._conn, item):
+                if outcome := stored(txn, item):
                     outcomes[i], skipped = outcome, True  # another process stored it since we looked
                     continue
                 analysis, embedding = modelled[i]
-                memory = db.NewMemory(
+                created_at = item.created_at or stamp
+                memory = NewMemory(
                     id=item.id or str(uuid.uuid4()), text=item.text, text_lemmatized=analysis.lemmatized,
                     hash=item.hash, scope=item.scope, actor_id=item.actor_id, role=item.role,
-                    metadata=item.metadata, created_at=item.created_at or stamp, expiration_date=item.expiration_date,
-                    embedding=embedding, updated_at=item.updated_at,
+                    metadata=item.metadata, created_at=created_at, updated_at=item.updated_at or created_at,
+                    expiration_date=item.expiration_date, embedding=embedding,
                     gap_before=item.gap_before or (gap_after_skip and skipped),
                 )
                 skipped = False
-                rowid = db.insert_memory(self._conn, memory)
-                link_entities(self._conn, rowid, item.scope, analysis.entities, entity_vectors)
-                added = HistoryEvent(memory.id, "ADD", None, item.text, None, item.metadata, memory.created_at)
+                rowid = txn.insert_memory(memory)
+                link_entities(txn, rowid, item.scope, analysis.entities, entity_vectors)
+                added = HistoryEvent(memory.id, "ADD", None, item.text, None, item.metadata, created_at)
                 for event in item.history or [added]:
-                    db.add_history(
-                        self._conn, memory, event.event, old_text=event.old_text, new_text=event.new_text,
-                        old_metadata=event.old_metadata, new_metadata=event.new_metadata, at=event.created_at,
-                    )
-                outcomes[i] = ("ADD", db.find_by_hash(self._conn, item.scope, item.hash))
+                    txn.add_history(memory.id, item.scope, event)
+                outcomes[i] = ("ADD", txn.find_by_hash(item.scope, item.hash))
         return outcomes
 
     def update(
@@ -367,7 +319,7 @@ class Engine:
         if text is None and metadata is None and expiration_date is None:
             raise InvalidArgument("nothing to update: send text, metadata, expiration_date or several")
         clear_expiration = isinstance(expiration_date, str) and expiration_date.strip() == NO_EXPIRATION
-        new_expiration = None if clear_expiration else check_expiration(expiration_date, retrieval.today())
+        new_expiration = None if clear_expiration else check_expiration(expiration_date, clock.today())
         if misplaced := scope_keys_in(metadata):
             raise InvalidArgument(
                 f"metadata holds the scope key(s) {', '.join(misplaced)}; update never moves a memory to another "
@@ -376,15 +328,14 @@ class Engine:
         self._check_writable()
         new_text = None if text is None else check_text(text, self.config.limits.max_text_chars)
         new_metadata = None if metadata is None else check_metadata(metadata, self.config.limits.max_metadata_bytes)
-        with self._reading() as conn:
-            row = self._get_row(conn, memory_id, scope)
+        with self.backend.snapshot() as view:
+            row = self._get_row(view, memory_id, scope)
         analysis: Analysis | None = None
         if new_text is not None and new_text != row.text:
             (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([new_text])
-        stamp = now()
-        with self._writing():
-            row = self._get_row(self._conn, memory_id, scope)  # it may have changed while the models ran
-            own_scope = scope_of(row)
+        stamp = clock.now()
+        with self.backend.transaction() as txn:
+            row = self._get_row(txn, memory_id, scope)  # it may have changed while the models ran
             final_text = row.text if analysis is None else new_text
             if new_metadata is None:
                 final_metadata = row.metadata
@@ -395,28 +346,24 @@ class Engine:
                 final_metadata = {key: value for key, value in merged.items() if value is not None}
             if analysis is not None:
                 final_hash = normalized_hash(final_text)
-                twin = db.find_by_hash(self._conn, own_scope, final_hash)
+                twin = txn.find_by_hash(row.scope, final_hash)
                 if twin is not None and twin.rowid != row.rowid:
                     raise InvalidArgument(
                         f"that text is already stored as memory {shown(twin.id)}; delete one of them instead"
                     )
-                db.update_memory_text(
-                    self._conn, row.rowid, text=final_text, text_lemmatized=analysis.lemmatized,
-                    text_hash=final_hash, updated_at=stamp,
+                txn.rewrite_text(
+                    row.rowid, text=final_text, text_lemmatized=analysis.lemmatized, text_hash=final_hash,
+                    embedding=embedding, scope=row.scope, updated_at=stamp,
                 )
-                db.put_memory_vector(self._conn, row.rowid, embedding, own_scope)
-                db.unlink_entities(self._conn, row.rowid)
-                link_entities(self._conn, row.rowid, own_scope, analysis.entities, entity_vectors)
-                db.delete_orphan_entities(self._conn)
-            db.update_memory_metadata(self._conn, row.rowid, final_metadata, stamp)
+                txn.unlink_entities(row.rowid)
+                link_entities(txn, row.rowid, row.scope, analysis.entities, entity_vectors)
+                txn.delete_orphan_entities()
+            txn.set_metadata(row.rowid, final_metadata, stamp)
             if clear_expiration or new_expiration is not None:
-                db.update_memory_expiration(self._conn, row.rowid, new_expiration, stamp)
-            db.add_history(
-                self._conn, row, "UPDATE", old_text=row.text, new_text=final_text,
-                old_metadata=row.metadata, new_metadata=final_metadata,
-                at=stamp,
-            )
-            return to_memory(self._get_row(self._conn, memory_id, scope))
+                txn.set_expiration(row.rowid, new_expiration, stamp)
+            txn.add_history(row.id, row.scope,
+                            HistoryEvent(row.id, "UPDATE", row.text, final_text, row.metadata, final_metadata, stamp))
+            return to_memory(self._get_row(txn, memory_id, scope))
 
     def delete(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
@@ -424,21 +371,21 @@ class Engine:
         """Forget one memory: its vector, keyword row and entity links go with it."""
         scope = check_scope(user_id, agent_id, run_id)
         self._check_writable()
-        with self._writing():
-            row = self._get_row(self._conn, memory_id, scope)
-            self._delete_row(row)
-            db.delete_orphan_entities(self._conn)
+        with self.backend.transaction() as txn:
+            row = self._get_row(txn, memory_id, scope)
+            self._delete_row(txn, row)
+            txn.delete_orphan_entities()
         return to_memory(row)
 
     def delete_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> int:
         """Forget every memory in a scope; returns how many."""
         scope = check_scope(user_id, agent_id, run_id)
         self._check_writable()
-        with self._writing():
-            rowids = db.scope_rowids(self._conn, scope)
-            for row in db.memories_by_rowid(self._conn, rowids).values():
-                self._delete_row(row)
-            db.delete_orphan_entities(self._conn)
+        with self.backend.transaction() as txn:
+            rowids = txn.scope_rowids(scope)
+            for row in txn.memories_by_rowid(rowids).values():
+                self._delete_row(txn, row)
+            txn.delete_orphan_entities()
         return len(rowids)
 
     def restore(
@@ -454,54 +401,39 @@ class Engine:
         scope = check_scope(user_id, agent_id, run_id)
         memory_id = check_id(memory_id, "memory_id")
         self._check_writable()
-        with self._reading() as conn:
-            full_id = memory_id if db.history(conn, memory_id, scope) else self._full_id(
-                conn, "history", memory_id, scope
-            )
-            deleted = db.last_deletion(conn, full_id, scope)
+        with self.backend.snapshot() as view:
+            full_id = memory_id if view.history(memory_id, scope) else self._full_id(view, "history", memory_id, scope)
+            deleted = view.last_deletion(full_id, scope)
         if deleted is None:
             raise NotFound(f"no history for memory {shown(memory_id)} in this scope, so nothing to restore")
         if isinstance(deleted, str):
             raise InvalidArgument(f"memory {shown(full_id)} is not deleted (its last change was {deleted}); "
                                   "nothing to restore")
-        (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([deleted.text])
-        text_hash = normalized_hash(deleted.text)
-        stamp = now()
-        with self._writing():
-            holder = db.get_memory(self._conn, full_id, {})  # in any scope: ids are unique in the file
-            if holder is not None and scope_of(holder) == deleted.scope:
-                raise InvalidArgument(f"memory {shown(full_id)} was restored already")
-            if holder is not None:
-                raise InvalidArgument(
-                    f"memory {shown(full_id)} cannot be restored: its id now belongs to a memory of another scope. "
-                    "Its text is in its history; add it again to keep it under a new id"
-                )
-            twin = db.find_by_hash(self._conn, deleted.scope, text_hash)
-            if twin is not None:
-                raise InvalidArgument(
-                    f"the same text is stored again as memory {shown(twin.id)}; that one stands in for it"
-                )
-            memory = db.NewMemory(
-                id=full_id, text=deleted.text, text_lemmatized=analysis.lemmatized, hash=text_hash,
-                scope=deleted.scope, actor_id=None, role=None, metadata=deleted.metadata,
-                created_at=deleted.created_at, expiration_date=None, embedding=embedding,
-            )
-            rowid = db.insert_memory(self._conn, memory)
-            db.update_memory_metadata(self._conn, rowid, deleted.metadata, stamp)  # updated now
-            link_entities(self._conn, rowid, deleted.scope, analysis.entities, entity_vectors)
-            db.add_history(
-                self._conn, memory, "RESTORE", old_text=None, new_text=deleted.text,
-                old_metadata=None, new_metadata=deleted.metadata, at=stamp,
-            )
-            return to_memory(db.get_memory(self._conn, full_id, deleted.scope))
-
-    def _delete_row(self, row: db.MemoryRow) -> None:
-        """Delete one row and record it; the caller removes orphaned entities once afterwards."""
-        db.delete_memory_row(self._conn, row.rowid)
-        db.add_history(
-            self._conn, row, "DELETE", old_text=row.text, new_text=None,
-            old_metadata=row.metadata, new_metadata=None, at=now(),
+        stamp = clock.now()
+        restored = HistoryEvent(full_id, "RESTORE", None, deleted.text, None, deleted.metadata, stamp)
+        ((outcome, row),) = self._store([CheckedMemory(
+            deleted.text, deleted.scope, deleted.metadata, id=full_id, created_at=deleted.created_at,
+            updated_at=stamp, history=(restored,), reclaims_id=True,
+        )])
+        if outcome == "ADD":
+            return to_memory(row)
+        if outcome == "DUPLICATE":
+            raise InvalidArgument(f"the same text is stored again as memory {shown(row.id)}; that one stands in for it")
+        with self.backend.snapshot() as view:
+            holder = view.get_memory(full_id, EVERY_SCOPE)  # ids are unique in the file
+        if holder is not None and holder.scope == deleted.scope:
+            raise InvalidArgument(f"memory {shown(full_id)} was restored already")
+        raise InvalidArgument(
+            f"memory {shown(full_id)} cannot be restored: its id now belongs to a memory of another scope. "
+            "Its text is in its history; add it again to keep it under a new id"
         )
+
+    @staticmethod
+    def _delete_row(txn: Transaction, row: MemoryRow) -> None:
+        """Delete one row and record it; the caller removes orphaned entities once afterwards."""
+        txn.delete_memory(row.rowid)
+        txn.add_history(row.id, row.scope, HistoryEvent(row.id, "DELETE", row.text, None, row.metadata, None,
+                                                        clock.now()))
 
     def _analyse_and_embed(self, texts: list[str]) -> tuple[list[Analysis], np.ndarray, dict[str, np.ndarray]]:
         """Analyse texts with the NLP pipeline while they embed on the side thread (ONNX Runtime
@@ -513,30 +445,30 @@ class Engine:
 
     # --- reads --------------------------------------------------------------------------
 
-    def _get_row(self, conn: apsw.Connection, memory_id: Any, scope: dict[str, str]) -> db.MemoryRow:
+    def _get_row(self, view: Snapshot, memory_id: Any, scope: Scope) -> MemoryRow:
         memory_id = check_id(memory_id, "memory_id")
-        row = db.get_memory(conn, memory_id, scope)
+        row = view.get_memory(memory_id, scope)
         if row is None:
-            row = db.get_memory(conn, self._full_id(conn, "memories", memory_id, scope), scope)
+            row = view.get_memory(self._full_id(view, "memories", memory_id, scope), scope)
         if row is None:
-            where = ", ".join(f"{key}={shown(value)}" for key, value in scope.items())
+            where = ", ".join(f"{key}={shown(value)}" for key, value in scope.named().items())
             raise NotFound(
                 f"memory {shown(memory_id)} not found for {where}; listing the memories shows the ids in this scope"
             )
         return row
 
     @staticmethod
-    def _full_id(conn: apsw.Connection, table: str, memory_id: str, scope: dict[str, str]) -> str:
+    def _full_id(view: Snapshot, source: IdSource, memory_id: str, scope: Scope) -> str:
         """The one id in the scope that ``memory_id`` begins (tables and lists show 8 characters),
         or ``memory_id`` itself when none does. A start shared by several ids is an error listing
         them; so is one shorter than ``ID_PREFIX_MIN_CHARS``, even of a single id, which it names."""
-        candidates, count = db.ids_with_prefix(conn, table, memory_id, scope, CANDIDATES_SHOWN)
+        candidates, count = view.ids_with_prefix(source, memory_id, scope, CANDIDATES_SHOWN)
         if not candidates:
             return memory_id
-        if count == 1 and len(memory_id) >= db.ID_PREFIX_MIN_CHARS:
+        if count == 1 and len(memory_id) >= ID_PREFIX_MIN_CHARS:
             return candidates[0].id
         if count == 1:
-            problem = (f"is too short to stand for an id; give at least {db.ID_PREFIX_MIN_CHARS} characters, such "
+            problem = (f"is too short to stand for an id; give at least {ID_PREFIX_MIN_CHARS} characters, such "
                        "as those of the one id in this scope that starts with it:")
         else:
             problem = f"is the start of {count} ids in this scope; give more of it to say which:"
@@ -550,8 +482,8 @@ class Engine:
         shares), if it belongs to the caller's scope. A shorter or shared prefix is refused with
         the ids in the scope that start with it, and the start of their texts."""
         scope = check_scope(user_id, agent_id, run_id)
-        with self._reading() as conn:
-            return to_memory(self._get_row(conn, memory_id, scope))
+        with self.backend.snapshot() as view:
+            return to_memory(self._get_row(view, memory_id, scope))
 
     def list(
         self,
@@ -568,10 +500,10 @@ class Engine:
         scope = check_scope(user_id, agent_id, run_id)
         limit = check_top_k(limit, self.config.limits.max_top_k, "limit")
         offset = check_offset(offset)
-        fsql, fparams = filters_sql(filters)
-        today = None if show_expired else retrieval.today()
-        with self._reading() as conn:
-            rows = db.list_memories(conn, scope, fsql, fparams, today, limit, offset)
+        parsed = parse_filters(filters)
+        today = None if show_expired else clock.today()
+        with self.backend.snapshot() as view:
+            rows = view.list_memories(scope, parsed, today, limit, offset)
         return [to_memory(row) for row in rows]
 
     def entities(
@@ -579,8 +511,8 @@ class Engine:
     ) -> list[str]:
         """The names of the entities linked to one memory (normalised, as search matches them)."""
         scope = check_scope(user_id, agent_id, run_id)
-        with self._reading() as conn:
-            return db.memory_entity_names(conn, self._get_row(conn, memory_id, scope).rowid)
+        with self.backend.snapshot() as view:
+            return view.memory_entity_names(self._get_row(view, memory_id, scope).rowid)
 
     def list_by_entity(
         self,
@@ -595,8 +527,8 @@ class Engine:
         scope = check_scope(user_id, agent_id, run_id)
         limit = check_top_k(limit, self.config.limits.max_top_k, "limit")
         name = normalize_entity(check_text(entity, self.config.limits.max_text_chars, "entity"))
-        with self._reading() as conn:
-            return [to_memory(row) for row in db.memories_with_entity(conn, name, scope, limit)]
+        with self.backend.snapshot() as view:
+            return [to_memory(row) for row in view.memories_with_entity(name, scope, limit)]
 
     def history(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
@@ -604,13 +536,13 @@ class Engine:
         """A memory's ADD / UPDATE / DELETE / RESTORE events, oldest first (kept after deletion)."""
         scope = check_scope(user_id, agent_id, run_id)
         memory_id = check_id(memory_id, "memory_id")
-        with self._reading() as conn:
-            rows = db.history(conn, memory_id, scope) or db.history(
-                conn, self._full_id(conn, "history", memory_id, scope), scope
+        with self.backend.snapshot() as view:
+            events = view.history(memory_id, scope) or view.history(
+                self._full_id(view, "history", memory_id, scope), scope
             )
-        if not rows:
+        if not events:
             raise NotFound(f"no history for memory {shown(memory_id)} in this scope")
-        return [HistoryEvent(*row) for row in rows]
+        return events
 
     def search(
         self,
@@ -657,19 +589,17 @@ class Engine:
         )
         scope = check_scope(user_id, agent_id, run_id)
         query = check_query(query, self.config.limits.max_text_chars)
-        fsql, fparams = filters_sql(filters)
         request = retrieval.SearchRequest(
             scope=scope,
             top_k=check_top_k(options.top_k if top_k is None else top_k, self.config.limits.max_top_k),
             threshold=check_threshold(options.threshold if threshold is None else threshold),
-            filter_sql=fsql,
-            filter_params=fparams,
+            filters=parse_filters(filters),
             show_expired=bool(show_expired),
             options=options,
         )
         prepared = retrieval.prepare(query, self.nlp, self.embedder, self._names, options, self._side)
-        with self._reading() as conn:
-            return retrieval.run(conn, prepared, request, explain=details)
+        with self.backend.snapshot() as view:
+            return retrieval.run(view, prepared, request, explain=details)
 
     # --- moving memories in and out ----------------------------------------------------------
 
@@ -686,14 +616,14 @@ class Engine:
         snapshot and yielded line by line, never all held at once; the scope ids and ``filters``
         narrow it (naming none exports every user's), ``history`` adds each memory's events.
         Expired memories are included; vectors never are (an import derives its own)."""
-        scope = _scope_if_named(user_id, agent_id, run_id) or {}
-        filter_sql = filters_sql(filters)  # checked now, not at the first line read
+        scope = _scope_if_named(user_id, agent_id, run_id) or EVERY_SCOPE
+        parsed = parse_filters(filters)  # checked now, not at the first line read
 
         def lines() -> Iterator[str]:
-            with self._reading() as conn:
+            with self.backend.snapshot() as view:
                 yield from transfer.export_lines(
-                    conn, scope, filters, filter_sql, history=history, model=self.embedder.name,
-                    dimension=self.embedder.dimension, at=now(),
+                    view, scope, filters, parsed, history=history, model=self.embedder.name,
+                    dimension=self.embedder.dimension, at=clock.now(),
                 )
 
         return lines()
@@ -741,53 +671,52 @@ class Engine:
             raise transfer.BadLine(f"{path}, {exc}") from None
 
     def check(self, *, deep: bool = False) -> list[Violation]:
-        """Every broken invariant of the database (orphans, missing vectors or FTS rows, …);
+        """Every broken invariant of the store (orphans, missing vectors or keyword rows, …);
         ``deep`` also runs the NLP pipeline to find memories missing their entity links."""
-        with self._lock:
-            return maintenance.check(self._conn, self.nlp if deep else None)
+        require(self.backend, "check", "a consistency check")
+        return self.backend.check(self.nlp if deep else None)
 
     def repair(self) -> RepairReport:
-        """Rebuild derived rows (vectors, FTS rows, entity links) from ``memories``."""
+        """Rebuild derived rows (vectors, keyword rows, entity links) from the memories."""
+        require(self.backend, "repair", "a repair")
         self._check_writable()
-        with self._lock:
-            return maintenance.repair(self._conn, self.embedder, self.nlp)
+        return self.backend.repair(self.embedder, self.nlp)
 
     def reembed(self, *, progress: Progress | None = None) -> ReembedReport:
-        """Re-embed every memory and entity with this engine's model and make it the database's
+        """Re-embed every memory and entity with this engine's model and make it the store's
         model; open the engine with ``reembedding=True`` and the new model in its configuration.
 
         Resumable: an interrupted run keeps its committed chunks, and until the final switch
         every other process keeps using the old index. ``progress(done, total)`` is called
-        after each chunk. Refused when the database already uses the model.
+        after each chunk. Refused when the store already uses the model.
         """
+        require(self.backend, "reembed", "re-embedding")
         self._check_writable()
-        with self._lock:
-            return reembed.reembed(self._conn, self.embedder, progress)
+        return self.backend.reembed(self.embedder, progress)
 
     def backup(self, destination: Path) -> None:
-        """Copy the database with SQLite's online backup: safe while other servers write."""
-        with self._reading() as conn:
-            maintenance.backup(conn, Path(destination))
+        """Copy the store with an online backup: safe while other servers write."""
+        require(self.backend, "backup", "a backup")
+        self.backend.backup(Path(destination))
 
     def users(self) -> list[ScopeCount]:
         """Every user, agent and run scope that holds memories, with counts (expired ones too)."""
-        with self._reading() as conn:
-            rows = db.scope_counts(conn, retrieval.today())
-        return [ScopeCount(user or None, agent or None, run or None, n, expired)
-                for user, agent, run, n, expired in rows]
+        with self.backend.snapshot() as view:
+            rows = view.scope_counts(clock.today())
+        return [ScopeCount(scope.user_id or None, scope.agent_id or None, scope.run_id or None, n, expired)
+                for scope, n, expired in rows]
 
     def stats(self) -> dict[str, Any]:
-        """Memories and expired ones, in all and per user; the file's size; the models."""
+        """Memories and expired ones, in all and per user; the store's size; the models."""
         per_user: dict[str, dict[str, int]] = {}
         scopes = self.users()
         for scope in scopes:
             counts = per_user.setdefault(scope.user_id or "", {"memories": 0, "expired": 0})
             counts["memories"] += scope.memories
             counts["expired"] += scope.expired
-        files = [self.path, Path(f"{self.path}-wal")]
         return {
-            "database": str(self.path),
-            "file_bytes": sum(f.stat().st_size for f in files if f.exists()),
+            "database": self.location,
+            "file_bytes": self.backend.size_bytes(),
             "memories": sum(scope.memories for scope in scopes),
             "expired": sum(scope.expired for scope in scopes),
             "users": per_user,
@@ -796,10 +725,8 @@ class Engine:
         }
 
     def status(self) -> dict[str, Any]:
-        """Versions, models, the database path and row counts (``trimem doctor``)."""
-        with self._reading() as conn:
-            info: dict[str, Any] = {"database": str(self.path), **connection.versions(conn), **connection.meta(conn)}
-            info["counts"] = db.counts(conn)
+        """Versions, models, where the store is and row counts (``trimem doctor``)."""
+        info = self.backend.status()
         info["read_only"] = self.read_only
         info["embedding_backend"] = self.embedder.backend
         info["spacy_tier"] = self.nlp.expected_tier  # without loading it: doctor answers in a moment

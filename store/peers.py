@@ -38,7 +38,8 @@ from typing import Any, Literal, get_args
 
 from . import transfer
 from .errors import InvalidArgument, shown
-from .records import MESSAGE_ROLES, SCOPE_KEYS
+from .records import MESSAGE_ROLES
+from .scope import SCOPE_KEYS
 from .transfer import BadLine, Source
 
 SourceFormat = Literal["trimem", "mcp-memory", "mcp-memory-service", "mem0"]
@@ -124,9 +125,9 @@ MEMORY_SERVICE_OPTIONAL = ("tags", "memory_type", "metadata", "created_at", "upd
 
 def read_mcp_memory_service(path: Path) -> Source:
     """The ``memories`` table of an mcp-memory-service SQLite database, one memory per row."""
-    from . import db  # the database driver loads only for a command that reads a database
+    from .sqlite.foreign import foreign_rows  # the database driver loads only for a command that reads one
 
-    total, rows = db.foreign_rows(str(path), "memories", MEMORY_SERVICE_COLUMNS, MEMORY_SERVICE_OPTIONAL)
+    total, rows = foreign_rows(str(path), "memories", MEMORY_SERVICE_COLUMNS, MEMORY_SERVICE_OPTIONAL)
     source = Source("mcp-memory-service", iter(()), total)
 
     def records() -> Iterator[tuple[str, dict[str, Any]]]:

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .scoring import KeywordSource, ScoreBreakdown
 
-if TYPE_CHECKING:
-    from .db import MemoryRow
-
-SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 SHORT_ID_CHARS = 8
 """Tables and messages show an id's first 8 characters, which every call taking an id accepts:
 two random (uuid4) ids share them about once in four billion pairs."""
@@ -151,23 +147,38 @@ class HistoryEvent:
     created_at: str
 
 
-def scope_of(row: MemoryRow) -> dict[str, str]:
-    """A stored row's own scope, all three keys ('' when unset): where its derived rows belong."""
-    return {key: getattr(row, key) for key in SCOPE_KEYS}
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant of a store: which check, which row, in words."""
+
+    check: str
+    detail: str
 
 
-def to_memory(row: MemoryRow) -> Memory:
-    """The public view of a stored row ('' scope ids become ``None``)."""
-    return Memory(
-        id=row.id,
-        text=row.text,
-        user_id=row.user_id or None,
-        agent_id=row.agent_id or None,
-        run_id=row.run_id or None,
-        actor_id=row.actor_id,
-        role=row.role,
-        metadata=row.metadata,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        expiration_date=row.expiration_date,
-    )
+@dataclass(frozen=True)
+class RepairReport:
+    """What ``repair`` rebuilt or removed, by kind; ``remaining`` is what it could not fix
+    (damage below the tables, such as a malformed page: restore a backup)."""
+
+    vectors_rebuilt: int
+    fts_rebuilt: bool
+    entity_links_rebuilt: int
+    orphans_removed: int
+    remaining: list[Violation] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ReembedReport:
+    """What a completed re-embedding did: the models before and after, the rows now indexed
+    with the new model, and how many vectors this run computed (fewer than memories plus
+    entities when it resumed an interrupted run)."""
+
+    model: str
+    dimension: int
+    previous_model: str
+    previous_dimension: int
+    memories: int
+    entities: int
+    embedded: int
+    resumed: bool
+    seconds: float

@@ -16,19 +16,19 @@ the query analysis records which signals ran.
 
 from __future__ import annotations
 
-import datetime as dt
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
 
-import apsw
 import numpy as np
 
-from . import db, scoring
+from . import clock, scoring
+from .backend import Snapshot, to_memory
 from .config import SearchConfig
 from .embeddings import Embedder, NameVectors
+from .filters import Filter
 from .nlp import NLP
-from .records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit, to_memory
+from .records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit
+from .scope import Scope
 
 
 @dataclass(frozen=True)
@@ -41,31 +41,18 @@ class PreparedQuery:
     entity_embeddings: np.ndarray
 
 
-def today() -> str:
-    """Today's date in UTC, the clock expiration dates are read against (a memory expires
-    after its expiration day, and days change at midnight UTC, not at local midnight)."""
-    return dt.datetime.now(dt.timezone.utc).date().isoformat()
-
-
 @dataclass(frozen=True)
 class SearchRequest:
-    """One validated search: scope, limits, compiled filters and the signal switches."""
+    """One validated search: scope, limits, parsed filters and the signal switches."""
 
-    scope: dict[str, str]
+    scope: Scope
     top_k: int
     threshold: float
-    filter_sql: str
-    filter_params: list[Any]
+    filters: Filter | None
     show_expired: bool
     options: SearchConfig
-    on: str = field(default_factory=lambda: today())
+    on: str = field(default_factory=lambda: clock.today())
     """The day the search runs (UTC), read once so every signal agrees."""
-
-    @property
-    def live_filter(self) -> tuple[str, list[Any]]:
-        """The metadata filter plus "not expired" (unless ``show_expired``): what every signal
-        after the vector search applies, over alias ``m``."""
-        return db.live_sql(self.filter_sql, self.filter_params, self.live_on)
 
     @property
     def live_on(self) -> str | None:
@@ -122,32 +109,31 @@ def prepare(
 # --- 2. signals -------------------------------------------------------------------------
 
 
-def gather_signals(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest) -> Signals:
-    """Run the three signals over the caller's scope and filters."""
+def gather_signals(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest) -> Signals:
+    """Run the three signals over the caller's scope and filters. Expired memories are kept out
+    inside each signal, like the metadata filters: they take no over-fetch slot and add no
+    keyword or entity share to the denominator."""
     limit = request.internal_limit
-    scope, fsql, fparams = request.scope, request.filter_sql, request.filter_params
-    distances = dict(db.knn_memories(conn, prepared.embedding, scope, limit, fsql, fparams, request.live_on))
-    # Expired memories are kept out inside each signal's SQL, like the metadata filters: they
-    # take no over-fetch slot and add no keyword or entity share to the denominator.
-    fsql, fparams = request.live_filter
+    scope, filters, on = request.scope, request.filters, request.live_on
+    distances = dict(snapshot.knn_memories(prepared.embedding, scope, limit, filters, on))
     keywords: scoring.KeywordContext[int] = scoring.KeywordContext({}, {})
     if request.options.use_bm25:
-        hits = dict(db.bm25_memories(conn, prepared.terms, scope, limit, fsql, fparams))
-        keywords = keyword_context(conn, hits, request, len(prepared.terms))
+        hits = dict(snapshot.bm25_memories(prepared.terms, scope, limit, filters, on))
+        keywords = keyword_context(snapshot, hits, request, len(prepared.terms))
     bm25_raw = keywords.raw
     # The reference pool ranks only vector candidates, so only their links are needed; the
     # union pool adds the keyword hits and, like the other signals, up to ``limit`` memories
     # of the entity signal's own.
     union = request.options.candidate_pool == "union"
     reachable = list(dict.fromkeys([*distances, *bm25_raw])) if union else list(distances)
-    boosts, matches, entity_active = entity_boosts(conn, prepared, request, reachable, limit if union else 0)
+    boosts, matches, entity_active = entity_boosts(snapshot, prepared, request, reachable, limit if union else 0)
     if union:
         # Score keyword and entity hits that fell outside the vector over-fetch exactly,
         # instead of dropping them; they still face the semantic gate.
         missing = list(dict.fromkeys(rowid for rowid in (*bm25_raw, *boosts) if rowid not in distances))
         if missing and len(distances) >= limit:
             missing = reachable_outside_pool(prepared, request, distances, missing, bm25_raw, boosts, entity_active)
-        distances.update(db.distances_for(conn, prepared.embedding, missing))
+        distances.update(snapshot.distances_for(prepared.embedding, missing))
     return Signals(distances, bm25_raw, boosts, entity_active, matches, keywords.source)
 
 
@@ -174,7 +160,7 @@ def reachable_outside_pool(
 
 
 def keyword_context(
-    conn: apsw.Connection, bm25_raw: dict[int, float], request: SearchRequest, term_count: int
+    snapshot: Snapshot, bm25_raw: dict[int, float], request: SearchRequest, term_count: int
 ) -> scoring.KeywordContext[int]:
     """The keyword hits, plus the memories beside them (same scope, rowid ± 1) scored at
     ``keyword_context`` × the hit's raw BM25, or × its squashed score with
@@ -182,16 +168,15 @@ def keyword_context(
     ``question_keywords`` of their own (see ``scoring.keyword_context``)."""
     options = request.options
     weight, question_share = options.keyword_context, options.question_keywords
-    fsql, fparams = request.live_filter
     rowids = list(bm25_raw)
-    adjacent = db.adjacent_memories(conn, rowids, request.scope, fsql, fparams) if weight > 0 else {}
-    questions = db.questions_among(conn, rowids) if question_share < 1 else set()
+    adjacent = snapshot.adjacent_memories(rowids, request.scope, request.filters, request.live_on) if weight > 0 else {}
+    questions = snapshot.questions_among(rowids) if question_share < 1 else set()
     params = scoring.bm25_params(term_count) if options.keyword_context_share == "score" else None
     return scoring.keyword_context(bm25_raw, adjacent, weight, params, questions, question_share)
 
 
 def entity_boosts(
-    conn: apsw.Connection,
+    snapshot: Snapshot,
     prepared: PreparedQuery,
     request: SearchRequest,
     among: list[int] | None,
@@ -213,8 +198,8 @@ def entity_boosts(
     active = False
     scope_count = None
     if request.options.entity_weighting == "rarity" and prepared.entities:
-        scope_count = db.scope_count(conn, request.scope)
-    fsql, fparams = request.live_filter
+        scope_count = snapshot.scope_count(request.scope)
+    filters, on = request.filters, request.live_on
     weighed: list[tuple[float, int, EntityMatch]] = []  # (boost, entity id, match) of every matched entity
 
     def keep(links: list[tuple[int, int]], match_of: dict[int, tuple[float, EntityMatch]]) -> None:
@@ -225,7 +210,7 @@ def entity_boosts(
                 matches[rowid] = match
 
     for query_entity, vector in zip(prepared.entities, prepared.entity_embeddings):
-        hits = db.knn_entities(conn, vector, request.scope, scoring.ENTITY_SEARCH_LIMIT)
+        hits = snapshot.knn_entities(vector, request.scope, scoring.ENTITY_SEARCH_LIMIT)
         scored = ((entity_id, text, scoring.similarity_from_distance(distance)) for entity_id, text, distance in hits)
         similar = {
             entity_id: (text, similarity)
@@ -235,7 +220,7 @@ def entity_boosts(
         if request.options.entity_match == "best" and similar:
             closest = max(similar, key=lambda entity_id: similar[entity_id][1])
             similar = {closest: similar[closest]}
-        linked, links, exists = db.entity_links(conn, list(similar), fsql, fparams, among)
+        linked, links, exists = snapshot.entity_links(list(similar), filters, on, among)
         active = active or exists
         match_of = {}
         for entity_id, (text, similarity) in similar.items():
@@ -258,7 +243,7 @@ def entity_boosts(
             chosen[entity_id] = (boost, match)
             room -= match.linked_memories
         if chosen:
-            _, links, _ = db.entity_links(conn, list(chosen), fsql, fparams)
+            _, links, _ = snapshot.entity_links(list(chosen), filters, on)
             keep(links, chosen)
     return best, matches, active
 
@@ -271,15 +256,11 @@ def is_expired(expiration_date: str | None, on: str) -> bool:
     return expiration_date is not None and expiration_date < on
 
 
-def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, explain: bool) -> Explanation:
+def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, explain: bool) -> Explanation:
     """Signals (expired and filtered-out memories already excluded), the gate and fusion, then
-    the ranked memories with their scores.
-
-    ``conn`` should be inside a read transaction (``connection.read_transaction``): the
-    statements here must all see one snapshot of the database.
-    """
-    signals = gather_signals(conn, prepared, request)
-    rows = db.memories_by_rowid(conn, list(signals.distances))
+    the ranked memories with their scores, all read from one ``snapshot``."""
+    signals = gather_signals(snapshot, prepared, request)
+    rows = snapshot.memories_by_rowid(list(signals.distances))
     dropped: list[DroppedCandidate] = []
     semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in signals.distances.items()}
     params = scoring.bm25_params(len(prepared.terms))
@@ -291,8 +272,8 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
         DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "below_threshold")
         for rowid, similarity in fusion.below_threshold
     )
-    if explain and (request.filter_sql != "1" or request.live_on is not None):
-        dropped.extend(left_out(conn, prepared, request, signals))
+    if explain and (request.filters is not None or request.live_on is not None):
+        dropped.extend(left_out(snapshot, prepared, request, signals))
     hits = [
         SearchHit(
             memory=to_memory(rows[rowid]),
@@ -314,23 +295,23 @@ def run(conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, 
         internal_limit=request.internal_limit,
         candidate_pool=request.options.candidate_pool,
         threshold=request.threshold,
-        filters_applied=request.filter_sql != "1",
+        filters_applied=request.filters is not None,
     )
     return Explanation(hits=hits, analysis=analysis, dropped=dropped if explain else [])
 
 
 def left_out(
-    conn: apsw.Connection, prepared: PreparedQuery, request: SearchRequest, signals: Signals
+    snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, signals: Signals
 ) -> list[DroppedCandidate]:
     """For explain only: the nearest memories that expiry or the metadata filters kept out of
     every signal, each marked ``expired`` or ``filtered``.
 
-    Both run inside each signal's SQL, so excluded memories never become candidates; this
-    extra unfiltered KNN shows the caller what they cost.
+    Both run inside each signal, so excluded memories never become candidates; this extra
+    unfiltered KNN shows the caller what they cost.
     """
-    unfiltered = db.knn_memories(conn, prepared.embedding, request.scope, request.internal_limit, "1", [], None)
+    unfiltered = snapshot.knn_memories(prepared.embedding, request.scope, request.internal_limit, None, None)
     excluded = [(rowid, distance) for rowid, distance in unfiltered if rowid not in signals.distances]
-    rows = db.memories_by_rowid(conn, [rowid for rowid, _ in excluded])
+    rows = snapshot.memories_by_rowid([rowid for rowid, _ in excluded])
     return [
         DroppedCandidate(
             rows[rowid].id, rows[rowid].text, scoring.similarity_from_distance(distance),

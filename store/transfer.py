@@ -29,11 +29,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, get_args
+from typing import Any, BinaryIO, get_args
 
 from .config import LimitsConfig
 from .errors import InvalidArgument, TrimemError, shown
-from .records import MESSAGE_ROLES, SCOPE_KEYS, HistoryEvent, HistoryEventKind, Memory, scope_of, to_memory
+from .backend import Snapshot, to_memory
+from .filters import Filter
+from .records import MESSAGE_ROLES, HistoryEvent, HistoryEventKind, Memory
+from .scope import SCOPE_KEYS, Scope
 from .validation import (
     CheckedMemory,
     check_expiration,
@@ -43,10 +46,8 @@ from .validation import (
     check_text,
     check_timestamp,
     json_object,
+    scope_keys_in,
 )
-
-if TYPE_CHECKING:  # the CLI imports this module for its options: no database driver until a file is read
-    import apsw
 
 FORMAT = "trimem-memories"
 FORMAT_VERSION = 1
@@ -125,10 +126,10 @@ def trimem_version() -> str:
 
 
 def export_lines(
-    conn: apsw.Connection,
-    scope: dict[str, str],
+    snapshot: Snapshot,
+    scope: Scope,
     filters: Mapping[str, Any] | None,
-    filter_sql: tuple[str, list[Any]],
+    parsed: Filter | None,
     *,
     history: bool,
     model: str,
@@ -136,24 +137,24 @@ def export_lines(
     at: str,
 ) -> Iterator[str]:
     """The header, then one line per memory (with its events if ``history``), each ending in a
-    newline; ``conn`` is in one read transaction, so the counts match the lines."""
-    from . import db
-
-    memories, events = db.export_counts(conn, scope, *filter_sql)
+    newline; every line is read from one ``snapshot``, so the counts match the lines. ``filters``
+    as sent goes in the header, and ``parsed`` chooses the memories."""
+    memories, events = snapshot.export_counts(scope, parsed)
     yield _dump({
         "format": FORMAT, "format_version": FORMAT_VERSION, "trimem_version": trimem_version(),
         "embedding_model": model, "embedding_dimension": dimension, "exported_at": at,
-        "scope": scope or None, "filters": filters, "history": history,
+        "scope": scope.named() or None, "filters": filters, "history": history,
         "counts": {"memories": memories, "history_events": events if history else 0},
     })
     previous = None
-    for row in db.export_memories(conn, scope, *filter_sql):
+    for row in snapshot.export_memories(scope, parsed):
         line = dataclasses.asdict(to_memory(row))
         if previous is not None and row.rowid != previous + 1:
             line["gap_before"] = True  # stored apart (a deleted or unexported memory between): not neighbours
         previous = row.rowid
         if history:
-            line["history"] = [dict(zip(EVENT_KEYS, event[1:])) for event in db.history(conn, row.id, scope_of(row))]
+            line["history"] = [{key: getattr(event, key) for key in EVENT_KEYS}
+                               for event in snapshot.history(row.id, row.scope)]
         yield _dump(line)
 
 
@@ -199,7 +200,7 @@ class ImportReport:
     """Records that named their own user_id, agent_id or run_id, and kept it."""
     import_scope: int
     """Records that named none, and went to ``default_scope``, the import's."""
-    default_scope: dict[str, str] | None
+    default_scope: Scope | None
 
 
 def read_export(path: Path) -> Source:
@@ -261,7 +262,7 @@ Write = Callable[..., list[tuple[str, Any]]]
 
 def run_import(
     source: Source,
-    default_scope: dict[str, str] | None,
+    default_scope: Scope | None,
     limits: LimitsConfig,
     write: Write,
     *,
@@ -278,13 +279,13 @@ def run_import(
     """
     counts: Counter[str] = Counter()
     seen_ids: set[str] = set()
-    seen_texts: set[tuple[tuple[tuple[str, str], ...], str]] = set()
+    seen_texts: set[tuple[Scope, str]] = set()
     gap = True
     with contextlib.closing(source.records):  # a bad record stops the reading: close the file now
         for chunk in checked_chunks(source, default_scope, limits, counts):
             todo = []
             for memory in chunk:
-                text_key = (tuple(sorted(memory.scope.items())), memory.hash)
+                text_key = (memory.scope, memory.hash)
                 if memory.id is not None and memory.id in seen_ids:
                     counts["SAME_ID"], gap = counts["SAME_ID"] + 1, True
                 elif text_key in seen_texts:
@@ -307,7 +308,7 @@ def run_import(
     return _report(source, counts, default_scope, dry_run)
 
 
-def _report(source: Source, counts: Counter[str], default_scope: dict[str, str] | None, dry_run: bool) -> ImportReport:
+def _report(source: Source, counts: Counter[str], default_scope: Scope | None, dry_run: bool) -> ImportReport:
     return ImportReport(
         source=source.name, read=counts["read"], imported=counts["ADD"], skipped_same_id=counts["SAME_ID"],
         skipped_same_text=counts["DUPLICATE"], history_events=counts["events"], dry_run=dry_run,
@@ -317,7 +318,7 @@ def _report(source: Source, counts: Counter[str], default_scope: dict[str, str] 
 
 
 def checked_chunks(
-    source: Source, default_scope: dict[str, str] | None, limits: LimitsConfig, scopes: Counter[str],
+    source: Source, default_scope: Scope | None, limits: LimitsConfig, scopes: Counter[str],
     size: int = CHUNK,
 ) -> Iterator[list[CheckedMemory]]:
     """The source's memories, checked, in chunks of ``size``; a bad one raises ``BadLine``
@@ -337,9 +338,12 @@ def checked_chunks(
         yield chunk
 
 
-def check_line(value: Mapping[str, Any], default_scope: dict[str, str] | None, limits: LimitsConfig) -> CheckedMemory:
+def check_line(
+    value: Mapping[str, Any], default_scope: Scope | None, limits: LimitsConfig, today: str | None = None
+) -> CheckedMemory:
     """One memory line checked as every engine write checks its arguments, and its history as
-    trimem records one."""
+    trimem records one; a line naming no scope id takes ``default_scope``. An expiration date
+    before ``today`` is refused (``None``, an import: memories keep the dates they had)."""
     if "text" not in value:
         raise InvalidArgument('has no "text"; every line needs the fact to remember')
     own = own_scope(value)
@@ -350,9 +354,9 @@ def check_line(value: Mapping[str, Any], default_scope: dict[str, str] | None, l
     metadata = _metadata(value.get("metadata"), limits)
     return CheckedMemory(
         text=text,
-        scope=check_scope(**own) if own else dict(default_scope or {}),
+        scope=check_scope(**own) if own else default_scope,
         metadata=metadata,
-        expiration_date=check_expiration(value.get("expiration_date"), None),
+        expiration_date=check_expiration(value.get("expiration_date"), today),
         actor_id=_optional(value, "actor_id", check_id),
         role=_optional(value, "role", _check_role),
         id=_optional(value, "id", check_id),
@@ -375,7 +379,7 @@ def _optional(value: Mapping[str, Any], key: str, check: Callable[[Any, str], An
 
 def _metadata(metadata: Any, limits: LimitsConfig) -> dict[str, Any]:
     """Scope keys inside a line's metadata would be silently dropped: refuse them instead."""
-    if isinstance(metadata, Mapping) and (misplaced := [key for key in SCOPE_KEYS if key in metadata]):
+    if misplaced := scope_keys_in(metadata):
         raise InvalidArgument(f"metadata holds the scope key {misplaced[0]}; put it beside text, not in metadata")
     return check_metadata(metadata, limits.max_metadata_bytes)
 

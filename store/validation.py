@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgument, shown
-from .records import SCOPE_KEYS, HistoryEvent
+from .records import HistoryEvent
+from .scope import SCOPE_KEYS, Scope
 
 
 MAX_ID_CHARS = 256
@@ -67,10 +68,10 @@ def check_id(value: Any, name: str) -> str:
     return value
 
 
-def check_scope(user_id: Any = None, agent_id: Any = None, run_id: Any = None) -> dict[str, str]:
+def check_scope(user_id: Any = None, agent_id: Any = None, run_id: Any = None) -> Scope:
     """The named scope ids, checked; at least one is required so that reads never span users."""
     given = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
-    scope = {key: check_id(value, key) for key, value in given.items() if value is not None}
+    scope = Scope.of({key: check_id(value, key) for key, value in given.items() if value is not None})
     if not scope:
         raise InvalidArgument("name a scope: at least one of user_id, agent_id or run_id")
     return scope
@@ -195,12 +196,14 @@ def check_timestamp(value: Any, name: str) -> str:
 @dataclass(frozen=True)
 class CheckedMemory:
     """One memory for the write path, every field checked: what ``add_many`` and an import hand
-    to it. ``id``, ``created_at`` and ``updated_at`` are kept when set (an import), else made
-    when written; ``history`` replaces the ADD event the write would record; ``gap_before``
-    stores it apart from the memory written before it (not its neighbour, see ``store.db``)."""
+    to it. ``id``, ``created_at`` and ``updated_at`` are kept when set (an import, a restore),
+    else made when written; ``history`` replaces the ADD event the write would record;
+    ``gap_before`` stores it apart from the memory written before it (not its neighbour, see
+    ``store.backend``); ``reclaims_id`` lets it take back an id that only its own history holds
+    (a restore)."""
 
     text: str
-    scope: dict[str, str]
+    scope: Scope
     metadata: dict[str, Any]
     expiration_date: str | None = None
     actor_id: str | None = None
@@ -210,6 +213,7 @@ class CheckedMemory:
     updated_at: str | None = None
     history: tuple[HistoryEvent, ...] = ()
     gap_before: bool = False
+    reclaims_id: bool = False
 
     @property
     def hash(self) -> str:

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp
 
 from store.engine import Engine
 from store.errors import InvalidArgument, NotFound, TrimemError, shown
-from store.records import SCOPE_KEYS
+from store.scope import SCOPE_KEYS
 from store.validation import json_object
 
 from .. import default_scope
@@ -152,7 +152,7 @@ def index(request: Request, engine: Engine) -> Response:
         body = render.error(str(exc))
     return HTMLResponse(
         render.page(
-            database=str(engine.path), token=request.app.state.token, scopes=engine.users(), scope=scope,
+            database=engine.location, token=request.app.state.token, scopes=engine.users(), scope=scope,
             threshold=engine.config.search.threshold, body=body,
         )
     )

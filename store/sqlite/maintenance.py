@@ -4,8 +4,8 @@ Only ``memories`` holds facts; everything else is derived from it: the vector, t
 FTS row and the entity links of each memory, and the entities with their vectors.
 ``check`` names every row that breaks an invariant between them, ``repair`` rebuilds
 the derived rows from ``memories`` (it never deletes a memory), and ``backup`` copies
-the file with SQLite's online backup while other processes keep writing. The SQL
-lives in ``store.db`` (section "maintenance").
+the file with SQLite's online backup while other processes keep writing. The invariants
+are queries of ``store.sqlite.probes``.
 """
 
 from __future__ import annotations
@@ -13,41 +13,23 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
 import numpy as np
 
-from . import connection, db
-from .embeddings import Embedder
-from .errors import DiskFull, InvalidArgument, TrimemError, unwritable
-from .linking import link_entities
-from .nlp import NLP, Analysis
-from .records import scope_of
+from ..backend import MemoryRow
+from ..embeddings import Embedder
+from ..errors import DiskFull, InvalidArgument, TrimemError, unwritable
+from ..linking import link_entities
+from ..nlp import NLP, Analysis
+from ..records import RepairReport, Violation
+from . import connection, probes, schema
+from .statements import SQLiteTransaction
 
 _CHUNK = 500
 """Rowids per ``IN (…)`` read, well under SQLite's bound-parameter limit."""
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken invariant: which check, which row, in words."""
-
-    check: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class RepairReport:
-    """What ``repair`` rebuilt or removed, by kind; ``remaining`` is what it could not fix
-    (damage below the tables, such as a malformed page: restore a backup)."""
-
-    vectors_rebuilt: int
-    fts_rebuilt: bool
-    entity_links_rebuilt: int
-    orphans_removed: int
-    remaining: list[Violation] = field(default_factory=list)
 
 
 # --- check ----------------------------------------------------------------------------
@@ -64,23 +46,23 @@ def check(conn: apsw.Connection, nlp: NLP | None = None) -> list[Violation]:
     INSERT and so waits for the write lock like any writer; nothing is changed.
     """
     try:
-        violations = [Violation("integrity", line) for line in db.integrity_check(conn) if line != "ok"]
+        violations = [Violation("integrity", line) for line in probes.integrity_check(conn) if line != "ok"]
     except apsw.Error as exc:  # too damaged for SQLite to walk: that is the whole report
         return [Violation("integrity", f"SQLite cannot read this database: {exc}")]
-    missing = db.missing_tables(conn)
+    missing = probes.missing_tables(conn)
     if missing:
         violations.append(
             Violation("schema", f"missing tables {', '.join(missing)}: not a trimem database, or a damaged one")
         )
         return violations
-    for name, probe in db.INVARIANT_PROBES.items():
+    for name, invariant in probes.INVARIANT_PROBES.items():
         try:
-            rows = db.probe(conn, name)
+            rows = probes.probe(conn, name)
         except apsw.Error as exc:  # a damaged table fails its own probe; the others still run
             violations.append(Violation(name, f"could not be checked: {exc}"))
             continue
-        violations += [Violation(name, probe.message.format(*row)) for row in rows]
-    message = db.fts_content_check(conn)
+        violations += [Violation(name, invariant.message.format(*row)) for row in rows]
+    message = probes.fts_content_check(conn)
     if message is not None:
         violations.append(
             Violation("fts_content", f"the keyword index disagrees with memories.text_lemmatized ({message})")
@@ -93,9 +75,9 @@ def check(conn: apsw.Connection, nlp: NLP | None = None) -> list[Violation]:
     return violations
 
 
-def _unlinked_with_entities(conn: apsw.Connection, nlp: NLP) -> list[tuple[db.MemoryRow, Analysis]]:
+def _unlinked_with_entities(conn: apsw.Connection, nlp: NLP) -> list[tuple[MemoryRow, Analysis]]:
     """Memories without entity links whose text yields entities, with their analyses."""
-    rows = db.memories_without_links(conn)
+    rows = probes.memories_without_links(conn)
     analyses = nlp.analyze_batch([row.text for row in rows])
     return [(row, analysis) for row, analysis in zip(rows, analyses) if analysis.entities]
 
@@ -135,27 +117,27 @@ class _ModelCache:
 class _Plan:
     """The derived rows that need rebuilding, read in one pass."""
 
-    memories_to_embed: list[db.MemoryRow]
+    memories_to_embed: list[MemoryRow]
     entities_to_embed: dict[int, str]
-    unlinked: list[db.MemoryRow]
+    unlinked: list[MemoryRow]
 
 
 def _plan(conn: apsw.Connection) -> _Plan:
-    rowids = [row[0] for name in ("memory_without_vector", "vector_scope") for row in db.probe(conn, name)]
-    rows = [row for lo in range(0, len(rowids), _CHUNK) for row in db.memory_rows(conn, rowids[lo : lo + _CHUNK])]
-    return _Plan(rows, _entities_to_embed(conn), db.memories_without_links(conn))
+    rowids = [row[0] for name in ("memory_without_vector", "vector_scope") for row in probes.probe(conn, name)]
+    rows = [row for lo in range(0, len(rowids), _CHUNK) for row in probes.memory_rows(conn, rowids[lo : lo + _CHUNK])]
+    return _Plan(rows, _entities_to_embed(conn), probes.memories_without_links(conn))
 
 
 def _entities_to_embed(conn: apsw.Connection) -> dict[int, str]:
     """Linked entities whose vector is missing or misfiled (orphans are deleted instead)."""
-    orphans = {row[0] for row in db.probe(conn, "entity_without_links")}
+    orphans = {row[0] for row in probes.probe(conn, "entity_without_links")}
     ids = [
         row[0]
         for name in ("entity_without_vector", "entity_vector_scope")
-        for row in db.probe(conn, name)
+        for row in probes.probe(conn, name)
         if row[0] not in orphans
     ]
-    return {k: v for lo in range(0, len(ids), _CHUNK) for k, v in db.entity_names(conn, ids[lo : lo + _CHUNK]).items()}
+    return {k: v for lo in range(0, len(ids), _CHUNK) for k, v in probes.entity_names(conn, ids[lo : lo + _CHUNK]).items()}
 
 
 def _prepare(plan: _Plan, models: _ModelCache) -> None:
@@ -181,45 +163,46 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
     # wait, its reads, on their own connections, do not.)
     _prepare(_plan(conn), models)
     with connection.write_transaction(conn):
-        connection.require_model(conn, embedder.name, embedder.dimension)  # not re-embedded meanwhile
+        schema.require_model(conn, embedder.name, embedder.dimension)  # not re-embedded meanwhile
+        txn = SQLiteTransaction(conn)
         removed = 0
         for name in ("link_without_memory", "link_without_entity", "link_scope"):
-            for memory_rowid, entity_id in db.probe(conn, name):
-                db.delete_link(conn, memory_rowid, entity_id)
+            for memory_rowid, entity_id in probes.probe(conn, name):
+                txn.delete_link(memory_rowid, entity_id)
                 removed += 1
-        for (rowid,) in db.probe(conn, "vector_without_memory"):
-            db.delete_memory_vector(conn, rowid)
+        for (rowid,) in probes.probe(conn, "vector_without_memory"):
+            txn.delete_memory_vector(rowid)
             removed += 1
-        for (entity_id,) in db.probe(conn, "entity_vector_without_entity"):
-            db.delete_entity_vector(conn, entity_id)
+        for (entity_id,) in probes.probe(conn, "entity_vector_without_entity"):
+            txn.delete_entity_vector(entity_id)
             removed += 1
 
         plan = _plan(conn)  # again, under the lock: another process may have written meanwhile
         _prepare(plan, models)
         vectors = models.embed(row.text for row in plan.memories_to_embed)
         for row in plan.memories_to_embed:
-            db.put_memory_vector(conn, row.rowid, vectors[row.text], scope_of(row))
+            txn.put_memory_vector(row.rowid, vectors[row.text], row.scope)
 
-        fts_rebuilt = any(db.probe(conn, name) for name in ("memory_without_fts", "fts_without_memory"))
-        fts_rebuilt = fts_rebuilt or db.fts_content_check(conn) is not None
+        fts_rebuilt = any(probes.probe(conn, name) for name in ("memory_without_fts", "fts_without_memory"))
+        fts_rebuilt = fts_rebuilt or probes.fts_content_check(conn) is not None
         if fts_rebuilt:
-            db.rebuild_fts(conn)
+            probes.rebuild_fts(conn)
 
-        links_before = db.counts(conn)["memory_entities"]
+        links_before = txn.counts()["memory_entities"]
         analyses = models.analyze(row.text for row in plan.unlinked)
         for row in plan.unlinked:
             entities = analyses[row.text].entities
             if entities:
-                link_entities(conn, row.rowid, scope_of(row), entities, models.embed(e.normalized for e in entities))
-        links = db.counts(conn)["memory_entities"] - links_before
+                link_entities(txn, row.rowid, row.scope, entities, models.embed(e.normalized for e in entities))
+        links = txn.counts()["memory_entities"] - links_before
 
-        orphans = len(db.probe(conn, "entity_without_links"))
-        db.delete_orphan_entities(conn)
+        orphans = len(probes.probe(conn, "entity_without_links"))
+        txn.delete_orphan_entities()
 
         entities = _entities_to_embed(conn)  # after relinking, which may have created or reused some
         names = models.embed(entities.values())
         for entity_id, name in entities.items():
-            db.put_entity_vector(conn, entity_id, names[name])
+            txn.put_entity_vector(entity_id, names[name])
     return RepairReport(
         vectors_rebuilt=len(plan.memories_to_embed) + len(entities),
         fts_rebuilt=fts_rebuilt,

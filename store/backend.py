@@ -1,0 +1,285 @@
+"""The storage seam: what the engine asks of a database, in trimem's own terms.
+
+A backend gives a read **snapshot** (several reads that see one state of the store) and a
+write **transaction** (all of one write or none of it). A transaction can do everything a
+snapshot can, plus the writes. Both speak of memories, entities, links, history and the
+three retrieval signals, never of tables or SQL: scopes are ``store.scope.Scope`` and
+metadata filters the parsed ``store.filters.Filter``, which each backend compiles itself.
+
+A memory's ``rowid`` is its key in the order memories were stored: the memory stored just
+before another has the key one lower, unless a key was left free between them
+(``NewMemory.gap_before``) or a memory of another scope took it. Keyword context reads
+neighbours by it (``adjacent_memories``).
+
+Capabilities that not every backend can offer (``CAPABILITIES``) are declared in
+``Backend.capabilities``; the engine refuses a call that needs a missing one before it
+starts, with ``Unsupported``, so nothing fails half-way.
+
+SQLite, the default, lives in ``store.sqlite``; ``open_backend`` chooses by configuration.
+Nothing here, in retrieval, linking, transfer or scoring imports a database driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+
+from .errors import TrimemError
+from .records import HistoryEvent, Memory, RepairReport, ReembedReport, Violation
+from .scope import Scope
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .config import Config
+    from .embeddings import Embedder
+    from .filters import Filter
+    from .nlp import NLP
+
+Capability = Literal["check", "repair", "reembed", "backup"]
+CAPABILITIES: tuple[Capability, ...] = ("check", "repair", "reembed", "backup")
+"""What a backend may lack: a consistency check, repair of derived rows, re-embedding with
+another model in place, and an online copy to a file."""
+
+Progress = Callable[[int, int], None]
+"""Called after each committed chunk of long work with (done so far, to do in all)."""
+
+
+class Unsupported(TrimemError):
+    """A call needs a capability this backend does not offer; nothing was done."""
+
+
+# --- rows -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """One stored memory (scope ids are '' when unset)."""
+
+    rowid: int
+    id: str
+    text: str
+    hash: str
+    user_id: str
+    agent_id: str
+    run_id: str
+    actor_id: str | None
+    role: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    expiration_date: str | None
+
+    @property
+    def scope(self) -> Scope:
+        """The scope the memory is filed under, where its derived rows belong too."""
+        return Scope(self.user_id, self.agent_id, self.run_id)
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """Everything one insert needs, computed before the transaction starts."""
+
+    id: str
+    text: str
+    text_lemmatized: str
+    hash: str
+    scope: Scope
+    actor_id: str | None
+    role: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    expiration_date: str | None
+    embedding: np.ndarray
+    gap_before: bool = False
+    """Leave one key free before it, so it is no neighbour (``adjacent_memories``) of the
+    memory stored just before: an import keeps apart memories that were apart."""
+
+
+def to_memory(row: MemoryRow) -> Memory:
+    """The public view of a stored row ('' scope ids become ``None``)."""
+    return Memory(
+        id=row.id, text=row.text, user_id=row.user_id or None, agent_id=row.agent_id or None,
+        run_id=row.run_id or None, actor_id=row.actor_id, role=row.role, metadata=row.metadata,
+        created_at=row.created_at, updated_at=row.updated_at, expiration_date=row.expiration_date,
+    )
+
+
+class IdCandidate(NamedTuple):
+    """A memory id that starts with a given prefix, with its text to recognise it by."""
+
+    id: str
+    text: str
+
+
+class DeletedMemory(NamedTuple):
+    """What history keeps of a deleted memory: enough to bring it back."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    scope: Scope
+    created_at: str
+
+
+IdSource = Literal["memories", "history"]
+"""Where an id prefix is looked up: stored memories, or every id history keeps (deleted ones too)."""
+
+
+# --- the interface --------------------------------------------------------------------------
+
+
+class Snapshot(Protocol):
+    """Reads that all see one state of the store. ``filters`` is a parsed metadata filter
+    (``None``: none); ``on`` a UTC day before which expired memories are left out (``None``:
+    keep them)."""
+
+    # memories
+    def get_memory(self, memory_id: str, scope: Scope) -> MemoryRow | None:
+        """A memory by id, only if it is within ``scope``."""
+    def find_by_hash(self, scope: Scope, text_hash: str) -> MemoryRow | None:
+        """The memory with this normalised-text hash filed under exactly ``scope``."""
+    def id_taken(self, memory_id: str, *, by_history: bool = True) -> bool:
+        """Whether a memory of any scope has this id, or (``by_history``) had it before a delete."""
+    def ids_with_prefix(
+        self, source: IdSource, prefix: str, scope: Scope, limit: int
+    ) -> tuple[list[IdCandidate], int]:
+        """The first ``limit`` ids within ``scope`` that start with ``prefix`` (literally), with
+        their latest text, and how many there are in all."""
+    def memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryRow]:
+        """Rows by key (missing ones skipped)."""
+    def list_memories(
+        self, scope: Scope, filters: Filter | None, on: str | None, limit: int, offset: int
+    ) -> list[MemoryRow]:
+        """A page of the scope's memories, newest first."""
+    def memories_with_entity(self, normalized: str, scope: Scope, limit: int) -> list[MemoryRow]:
+        """The scope's memories linked to an entity of this normalised name, newest first."""
+    def memory_entity_names(self, rowid: int) -> list[str]:
+        """The normalised names of the entities linked to one memory, alphabetically."""
+    def scope_rowids(self, scope: Scope) -> list[int]:
+        """Every memory key within ``scope``."""
+    def history(self, memory_id: str, scope: Scope) -> list[HistoryEvent]:
+        """A memory's events within ``scope``, oldest first (kept after a delete)."""
+    def last_deletion(self, memory_id: str, scope: Scope) -> DeletedMemory | str | None:
+        """The memory as its latest event, a DELETE, left it; that event's kind when it is not
+        a DELETE; ``None`` without history."""
+    def scope_counts(self, on: str) -> list[tuple[Scope, int, int]]:
+        """Every scope holding memories, with its memories and those expired before ``on``."""
+    def counts(self) -> dict[str, int]:
+        """How many memories, vectors, entities, links and history events are stored."""
+    def export_counts(self, scope: Scope, filters: Filter | None) -> tuple[int, int]:
+        """How many memories ``export_memories`` yields, and how many history events they have."""
+    def export_memories(self, scope: Scope, filters: Filter | None) -> Iterator[MemoryRow]:
+        """The scope's memories that pass ``filters`` (expired ones too), in key order, one by one."""
+
+    # retrieval signals
+    def knn_memories(
+        self, embedding: np.ndarray, scope: Scope, limit: int, filters: Filter | None, on: str | None
+    ) -> list[tuple[int, float]]:
+        """The ``limit`` nearest memories within the scope that pass the filters and have not
+        expired, as (key, cosine distance), nearest first: exactly those, never fewer because
+        others were filtered out."""
+    def distances_for(self, embedding: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
+        """Exact cosine distances for chosen memories."""
+    def bm25_memories(
+        self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
+    ) -> list[tuple[int, float]]:
+        """Keyword hits as (key, raw BM25 ≥ 0, FTS5's formula), best first."""
+    def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
+        """The nearest entities within the scope as (entity id, text, cosine distance)."""
+    def entity_links(
+        self, entity_ids: Sequence[int], filters: Filter | None, on: str | None,
+        memory_rowids: Sequence[int] | None = None,
+    ) -> tuple[dict[int, int], list[tuple[int, int]], bool]:
+        """For matched entities: how many memories each links to (all of them), the (entity,
+        memory) links to live memories passing the filters (among ``memory_rowids`` when
+        given), and whether any such link exists at all."""
+    def scope_count(self, scope: Scope) -> int:
+        """How many memories are within the scope."""
+    def adjacent_memories(
+        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None
+    ) -> dict[int, list[int]]:
+        """For each memory, its neighbours (key ± 1) within the scope that pass the filters."""
+    def questions_among(self, rowids: Sequence[int]) -> set[int]:
+        """The memories among ``rowids`` whose text ends with a question mark."""
+
+    # entities, as linking reads them
+    def find_entity_exact(self, scope: Scope, normalized: str) -> int | None:
+        """The entity with this normalised text filed under exactly ``scope``."""
+    def nearest_entity(self, scope: Scope, embedding: np.ndarray) -> tuple[int, float] | None:
+        """The closest entity filed under exactly ``scope``, and its cosine distance."""
+
+
+class Transaction(Snapshot, Protocol):
+    """A snapshot that can also write; everything it writes is committed together or not at all."""
+
+    def insert_memory(self, memory: NewMemory) -> int:
+        """Store a memory, its vector and keyword row; return its key."""
+    def rewrite_text(
+        self, rowid: int, *, text: str, text_lemmatized: str, text_hash: str, embedding: np.ndarray,
+        scope: Scope, updated_at: str,
+    ) -> None:
+        """Replace a memory's text, its keyword row and its vector."""
+    def set_metadata(self, rowid: int, metadata: dict[str, Any], updated_at: str) -> None:
+        """Replace a memory's metadata."""
+    def set_expiration(self, rowid: int, expiration_date: str | None, updated_at: str) -> None:
+        """Set or clear (``None``) a memory's expiration date."""
+    def delete_memory(self, rowid: int) -> None:
+        """Delete a memory with its vector, keyword row and links (its entities may be left orphaned)."""
+    def add_history(self, memory_id: str, scope: Scope, event: HistoryEvent) -> None:
+        """Record one event of a memory, filed under the memory's scope."""
+    def insert_entity(
+        self, scope: Scope, text: str, normalized: str, entity_type: str, embedding: np.ndarray
+    ) -> int:
+        """Create an entity and its vector; return its id."""
+    def link_entity(self, rowid: int, entity_id: int) -> None:
+        """Link a memory to an entity (idempotent)."""
+    def unlink_entities(self, rowid: int) -> None:
+        """Drop a memory's entity links."""
+    def delete_orphan_entities(self) -> None:
+        """Remove the entities no memory links to any more, once per write."""
+
+
+class Backend(Protocol):
+    """One store: its sessions, what it can do, and the optional capabilities' work."""
+
+    location: str
+    """Where the data lives, as a person would name it (a file path, a server and database)."""
+    capabilities: frozenset[Capability]
+    read_only: bool
+    """True when writes are refused (``refuse_write`` says why)."""
+
+    def snapshot(self) -> AbstractContextManager[Snapshot]: ...
+    def transaction(self) -> AbstractContextManager[Transaction]: ...
+    def refuse_write(self) -> TrimemError:
+        """The error a write meets on a read-only store."""
+    def close(self) -> None: ...
+    def status(self) -> dict[str, Any]:
+        """Versions of the database and its extensions, the model recorded, and row counts."""
+    def size_bytes(self) -> int:
+        """The space the store takes."""
+    def check(self, nlp: NLP | None) -> list[Violation]: ...
+    def repair(self, embedder: Embedder, nlp: NLP) -> RepairReport: ...
+    def reembed(self, embedder: Embedder, progress: Progress | None) -> ReembedReport: ...
+    def backup(self, destination: Path) -> None: ...
+
+
+def require(backend: Backend, capability: Capability, doing: str) -> None:
+    """Refuse ``doing`` up front when the backend lacks ``capability``."""
+    if capability not in backend.capabilities:
+        raise Unsupported(f"{doing} is not available on {backend.location}: this database cannot {capability}")
+
+
+def open_backend(
+    config: Config, model: str, dimension: int, *, check_model: bool = True, create: bool = True
+) -> Backend:
+    """The configured store, ready for use, recording (or checking) the embedding ``model`` and
+    its ``dimension``; ``check_model`` false only to re-embed it with another model, and
+    without ``create`` a store that does not exist yet is refused instead of made."""
+    from .sqlite import SQLiteBackend
+
+    return SQLiteBackend(config.database, model, dimension, check_model=check_model, create=create)

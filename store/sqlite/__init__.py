@@ -1,0 +1,6 @@
+"""The SQLite backend: one file with sqlite-vec and FTS5, the only place apsw and sqlite_vec
+are imported."""
+
+from .backend import SQLiteBackend
+
+__all__ = ["SQLiteBackend"]

@@ -1,0 +1,103 @@
+"""Entities, their vectors and their links to memories (``entities``, ``entity_vectors``,
+``memory_entities``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import MemoryRow
+from ..scope import Scope
+from .sql import EXACT_SCOPE_SQL, Statements, marks, memory_columns, memory_row, scope_sql, vector_blob
+
+ORPHANS_PER_DELETE = 500
+"""Entity ids per ``IN (…)`` delete, well under SQLite's bound-parameter limit."""
+
+
+class EntityReads(Statements):
+    """Entities as linking and the entity views read them."""
+
+    def find_entity_exact(self, scope: Scope, normalized: str) -> int | None:
+        row = self.conn.execute(
+            f"SELECT id FROM entities WHERE {EXACT_SCOPE_SQL} AND normalized = ?", (*scope.values(), normalized)
+        ).fetchone()
+        return row[0] if row else None
+
+    def nearest_entity(self, scope: Scope, embedding: np.ndarray) -> tuple[int, float] | None:
+        row = self.conn.execute(
+            f"SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = 1 AND {EXACT_SCOPE_SQL}",
+            (vector_blob(embedding), *scope.values()),
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def memory_entity_names(self, rowid: int) -> list[str]:
+        return [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT e.normalized FROM memory_entities l JOIN entities e ON e.id = l.entity_id "
+                "WHERE l.memory_rowid = ? ORDER BY e.normalized",
+                (rowid,),
+            )
+        ]
+
+    def memories_with_entity(self, normalized: str, scope: Scope, limit: int) -> list[MemoryRow]:
+        """An entity row belongs to its memories' exact scope, so one name may be several rows."""
+        where, params = scope_sql(scope, "m")
+        sql = (
+            f"SELECT {memory_columns('m')} FROM entities e "
+            "JOIN memory_entities l ON l.entity_id = e.id JOIN memories m ON m.rowid = l.memory_rowid "
+            f"WHERE e.normalized = ? AND {where} ORDER BY m.created_at DESC, m.rowid DESC LIMIT ?"
+        )
+        return [memory_row(row) for row in self.conn.execute(sql, (normalized, *params, limit))]
+
+
+class EntityWrites(Statements):
+    """Entities, their vectors and links as a transaction writes them."""
+
+    def insert_entity(
+        self, scope: Scope, text: str, normalized: str, entity_type: str, embedding: np.ndarray
+    ) -> int:
+        self.conn.execute(
+            "INSERT INTO entities(user_id, agent_id, run_id, text, normalized, entity_type) VALUES (?, ?, ?, ?, ?, ?)",
+            (*scope.values(), text, normalized, entity_type),
+        )
+        entity_id = self.conn.last_insert_rowid()
+        self.put_entity_vector(entity_id, embedding)
+        return entity_id
+
+    def delete_entity_vector(self, entity_id: int) -> None:
+        """Drop one entity vector (orphaned, or about to be rewritten)."""
+        self.conn.execute("DELETE FROM entity_vectors WHERE entity_id = ?", (entity_id,))
+
+    def put_entity_vector(self, entity_id: int, embedding: np.ndarray) -> None:
+        """Write an entity's vector with the entity's own scope."""
+        self.delete_entity_vector(entity_id)
+        self.conn.execute(
+            "INSERT INTO entity_vectors(entity_id, embedding, user_id, agent_id, run_id) "
+            "SELECT id, ?, user_id, agent_id, run_id FROM entities WHERE id = ?",
+            (vector_blob(embedding), entity_id),
+        )
+
+    def link_entity(self, rowid: int, entity_id: int) -> None:
+        self.conn.execute("INSERT OR IGNORE INTO memory_entities(memory_rowid, entity_id) VALUES (?, ?)",
+                          (rowid, entity_id))
+
+    def unlink_entities(self, rowid: int) -> None:
+        self.conn.execute("DELETE FROM memory_entities WHERE memory_rowid = ?", (rowid,))
+
+    def delete_link(self, rowid: int, entity_id: int) -> None:
+        """Drop one memory–entity link (repair)."""
+        self.conn.execute("DELETE FROM memory_entities WHERE memory_rowid = ? AND entity_id = ?", (rowid, entity_id))
+
+    def delete_orphan_entities(self) -> None:
+        """One pass over the entities (each probe is an index lookup on ``memory_entities``)."""
+        orphans = [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT id FROM entities WHERE NOT EXISTS "
+                "(SELECT 1 FROM memory_entities l WHERE l.entity_id = entities.id)"
+            )
+        ]
+        for lo in range(0, len(orphans), ORPHANS_PER_DELETE):
+            chunk = orphans[lo : lo + ORPHANS_PER_DELETE]
+            self.conn.execute(f"DELETE FROM entity_vectors WHERE entity_id IN ({marks(chunk)})", chunk)
+            self.conn.execute(f"DELETE FROM entities WHERE id IN ({marks(chunk)})", chunk)

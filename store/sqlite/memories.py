@@ -1,0 +1,229 @@
+"""Memory rows and their history: reads, writes and export (``memories`` and ``history``).
+
+A memory's FTS row follows it by trigger; its vector is written here beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..backend import DeletedMemory, IdCandidate, IdSource, MemoryRow, NewMemory
+from ..filters import Filter
+from ..records import HistoryEvent
+from ..scope import Scope
+from .sql import EXACT_SCOPE_SQL, Statements, live_sql, marks, memory_columns, memory_row, scope_sql, vector_blob
+
+_CANDIDATES_SQL = {
+    "memories": "SELECT id, text, count(*) OVER () FROM memories WHERE substr(id, 1, ?) = ? AND {where} "
+                "ORDER BY id LIMIT ?",
+    # The bare columns take their values from the row of max(id): the memory's latest event.
+    "history": "SELECT memory_id, coalesce(new_text, old_text), count(*) OVER (), max(id) FROM history "
+               "WHERE substr(memory_id, 1, ?) = ? AND {where} GROUP BY memory_id ORDER BY memory_id LIMIT ?",
+}
+
+TABLES_COUNTED = ("memories", "memory_vectors", "entities", "entity_vectors", "memory_entities", "history")
+
+
+def _json(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
+class MemoryReads(Statements):
+    """Memory rows, history and counts as a snapshot reads them."""
+
+    def get_memory(self, memory_id: str, scope: Scope) -> MemoryRow | None:
+        where, params = scope_sql(scope)
+        row = self.conn.execute(
+            f"SELECT {memory_columns()} FROM memories WHERE id = ? AND {where}", (memory_id, *params)
+        ).fetchone()
+        return memory_row(row) if row else None
+
+    def find_by_hash(self, scope: Scope, text_hash: str) -> MemoryRow | None:
+        row = self.conn.execute(
+            f"SELECT {memory_columns()} FROM memories WHERE {EXACT_SCOPE_SQL} AND hash = ?",
+            (*scope.values(), text_hash),
+        ).fetchone()
+        return memory_row(row) if row else None
+
+    def id_taken(self, memory_id: str, *, by_history: bool = True) -> bool:
+        sql = "SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?)"
+        if by_history:
+            sql += " OR EXISTS (SELECT 1 FROM history WHERE memory_id = ?)"
+        return self.conn.execute(sql, (memory_id,) * (1 + by_history)).fetchone()[0] == 1
+
+    def ids_with_prefix(
+        self, source: IdSource, prefix: str, scope: Scope, limit: int
+    ) -> tuple[list[IdCandidate], int]:
+        """``substr`` compares literally, unlike ``LIKE`` or ``GLOB``, for which ``%``, ``_`` or
+        ``*`` in the prefix would be wildcards."""
+        where, params = scope_sql(scope)
+        rows = self.conn.execute(
+            _CANDIDATES_SQL[source].format(where=where), (len(prefix), prefix, *params, limit)
+        ).fetchall()
+        return [IdCandidate(row[0], row[1]) for row in rows], rows[0][2] if rows else 0
+
+    def memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryRow]:
+        if not rowids:
+            return {}
+        rows = self.conn.execute(
+            f"SELECT {memory_columns()} FROM memories WHERE rowid IN ({marks(rowids)})", tuple(rowids)
+        )
+        return {row[0]: memory_row(row) for row in rows}
+
+    def list_memories(
+        self, scope: Scope, filters: Filter | None, on: str | None, limit: int, offset: int
+    ) -> list[MemoryRow]:
+        where, params = scope_sql(scope, "m")
+        live, live_params = live_sql(filters, on)
+        sql = (
+            f"SELECT {memory_columns('m')} FROM memories m WHERE {where} AND ({live}) "
+            "ORDER BY m.created_at DESC, m.rowid DESC LIMIT ? OFFSET ?"
+        )
+        return [memory_row(row) for row in self.conn.execute(sql, (*params, *live_params, limit, offset))]
+
+    def scope_rowids(self, scope: Scope) -> list[int]:
+        where, params = scope_sql(scope)
+        return [row[0] for row in self.conn.execute(f"SELECT rowid FROM memories WHERE {where}", params)]
+
+    def history(self, memory_id: str, scope: Scope) -> list[HistoryEvent]:
+        where, params = scope_sql(scope)
+        rows = self.conn.execute(
+            "SELECT memory_id, event, old_text, new_text, old_metadata, new_metadata, created_at "
+            f"FROM history WHERE memory_id = ? AND {where} ORDER BY id",
+            (memory_id, *params),
+        )
+        return [
+            HistoryEvent(*row[:4], *(None if value is None else json.loads(value) for value in row[4:6]), row[6])
+            for row in rows
+        ]
+
+    def last_deletion(self, memory_id: str, scope: Scope) -> DeletedMemory | str | None:
+        """The creation time is the first event's."""
+        where, params = scope_sql(scope)
+        last = self.conn.execute(
+            "SELECT event, old_text, old_metadata, user_id, agent_id, run_id FROM history "
+            f"WHERE memory_id = ? AND {where} ORDER BY id DESC LIMIT 1",
+            (memory_id, *params),
+        ).fetchone()
+        if last is None:
+            return None
+        event, text, metadata, *own_scope = last
+        if event != "DELETE":
+            return event
+        created_at = self.conn.execute(
+            "SELECT created_at FROM history WHERE memory_id = ? ORDER BY id LIMIT 1", (memory_id,)
+        ).fetchone()[0]
+        return DeletedMemory(memory_id, text, json.loads(metadata or "{}"), Scope(*own_scope), created_at)
+
+    def scope_counts(self, on: str) -> list[tuple[Scope, int, int]]:
+        rows = self.conn.execute(
+            "SELECT user_id, agent_id, run_id, count(*), "
+            "coalesce(sum(expiration_date IS NOT NULL AND expiration_date < ?), 0) "
+            "FROM memories GROUP BY user_id, agent_id, run_id ORDER BY user_id, agent_id, run_id",
+            (on,),
+        )
+        return [(Scope(user, agent, run), count, expired) for user, agent, run, count, expired in rows]
+
+    def counts(self) -> dict[str, int]:
+        return {table: self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in TABLES_COUNTED}
+
+    def _export_where(self, scope: Scope, filters: Filter | None) -> tuple[str, list[Any]]:
+        """Which memories an export takes (over alias ``m``): the scope's that pass the filters,
+        expired ones too."""
+        where, params = scope_sql(scope, "m")
+        fsql, fparams = live_sql(filters, None)
+        return f"{where} AND ({fsql})", [*params, *fparams]
+
+    def export_counts(self, scope: Scope, filters: Filter | None) -> tuple[int, int]:
+        where, params = self._export_where(scope, filters)
+        ids = f"SELECT m.id FROM memories m WHERE {where}"
+        memories, events = self.conn.execute(
+            f"SELECT (SELECT count(*) FROM ({ids})), (SELECT count(*) FROM history WHERE memory_id IN ({ids}))",
+            [*params, *params],
+        ).fetchone()
+        return memories, events
+
+    def export_memories(self, scope: Scope, filters: Filter | None) -> Iterator[MemoryRow]:
+        """Read one by one from the cursor, never all at once."""
+        where, params = self._export_where(scope, filters)
+        for row in self.conn.execute(f"SELECT {memory_columns('m')} FROM memories m WHERE {where} ORDER BY m.rowid",
+                                     params):
+            yield memory_row(row)
+
+
+class MemoryWrites(Statements):
+    """Memory rows, their vectors and history as a transaction writes them."""
+
+    def insert_memory(self, memory: NewMemory) -> int:
+        rowid = None
+        if memory.gap_before:
+            rowid = self.conn.execute("SELECT coalesce(max(rowid), 0) + 2 FROM memories").fetchone()[0]
+        self.conn.execute(
+            "INSERT INTO memories(rowid, id, text, text_lemmatized, hash, user_id, agent_id, run_id, actor_id, "
+            "role, metadata, created_at, updated_at, expiration_date) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rowid, memory.id, memory.text, memory.text_lemmatized, memory.hash, *memory.scope.values(),
+                memory.actor_id, memory.role, _json(memory.metadata), memory.created_at, memory.updated_at,
+                memory.expiration_date,
+            ),
+        )
+        rowid = self.conn.last_insert_rowid()
+        self.put_memory_vector(rowid, memory.embedding, memory.scope)
+        return rowid
+
+    def delete_memory_vector(self, rowid: int) -> None:
+        """Drop one memory vector (orphaned, or about to be rewritten)."""
+        self.conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
+
+    def put_memory_vector(self, rowid: int, embedding: np.ndarray, scope: Scope) -> None:
+        """Insert or replace a memory's vector (vec0 has no upsert, so delete first)."""
+        self.delete_memory_vector(rowid)
+        self.conn.execute(
+            "INSERT INTO memory_vectors(memory_rowid, embedding, user_id, agent_id, run_id) VALUES (?, ?, ?, ?, ?)",
+            (rowid, vector_blob(embedding), *scope.values()),
+        )
+
+    def rewrite_text(
+        self, rowid: int, *, text: str, text_lemmatized: str, text_hash: str, embedding: np.ndarray,
+        scope: Scope, updated_at: str,
+    ) -> None:
+        """The FTS trigger re-indexes the lemmatized text."""
+        self.conn.execute(
+            "UPDATE memories SET text = ?, text_lemmatized = ?, hash = ?, updated_at = ? WHERE rowid = ?",
+            (text, text_lemmatized, text_hash, updated_at, rowid),
+        )
+        self.put_memory_vector(rowid, embedding, scope)
+
+    def set_metadata(self, rowid: int, metadata: dict[str, Any], updated_at: str) -> None:
+        self.conn.execute(
+            "UPDATE memories SET metadata = ?, updated_at = ? WHERE rowid = ?", (_json(metadata), updated_at, rowid)
+        )
+
+    def set_expiration(self, rowid: int, expiration_date: str | None, updated_at: str) -> None:
+        self.conn.execute(
+            "UPDATE memories SET expiration_date = ?, updated_at = ? WHERE rowid = ?",
+            (expiration_date, updated_at, rowid),
+        )
+
+    def delete_memory(self, rowid: int) -> None:
+        """Its FTS row goes by trigger and its links by cascade. Entities it leaves unlinked stay
+        until ``delete_orphan_entities``, once per transaction: a scan per deleted row made
+        ``delete_all`` O(rows × entities)."""
+        self.delete_memory_vector(rowid)
+        self.conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
+
+    def add_history(self, memory_id: str, scope: Scope, event: HistoryEvent) -> None:
+        """Filed with the scope, so history stays scoped after a delete."""
+        self.conn.execute(
+            "INSERT INTO history(memory_id, event, old_text, new_text, old_metadata, new_metadata, "
+            "user_id, agent_id, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                memory_id, event.event, event.old_text, event.new_text, _json(event.old_metadata),
+                _json(event.new_metadata), *scope.values(), event.created_at,
+            ),
+        )

@@ -1,0 +1,240 @@
+"""The SQLite schema: its numbered migrations, the embedding model it records, and opening a
+file ready for use (``open_database``).
+
+Migrations are never edited once released; a change to the schema is a new one.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+
+from ..errors import DiskFull, SchemaMismatch
+from .connection import connect, no_database_error, read_transaction, remove_database_files, write_transaction
+
+
+def vector_tables_sql(dimension: int, prefix: str = "") -> str:
+    """The two vec0 tables at ``dimension``, each vector filed with its scope: the live ones
+    (as migration m001 made them, and as a re-embedding remakes them) or, with a ``prefix``,
+    the twins a re-embedding fills (``store.sqlite.reembed``)."""
+    return f"""
+        CREATE VIRTUAL TABLE {prefix}memory_vectors USING vec0(
+            memory_rowid INTEGER PRIMARY KEY,
+            embedding float[{dimension}] distance_metric=cosine,
+            user_id TEXT, agent_id TEXT, run_id TEXT
+        );
+        CREATE VIRTUAL TABLE {prefix}entity_vectors USING vec0(
+            entity_id INTEGER PRIMARY KEY,
+            embedding float[{dimension}] distance_metric=cosine,
+            user_id TEXT, agent_id TEXT, run_id TEXT
+        );
+    """
+
+
+def m001_initial(conn: apsw.Connection, dimension: int) -> None:
+    """Memories, their vectors and FTS rows, entities and links, history."""
+    conn.execute(
+        f"""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE memories (
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            text TEXT NOT NULL,
+            text_lemmatized TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            actor_id TEXT,
+            role TEXT,
+            metadata TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(metadata)),
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            expiration_date TEXT
+        );
+        -- one memory per normalised text per scope, even with several writers
+        CREATE UNIQUE INDEX memories_scope_hash ON memories(user_id, agent_id, run_id, hash);
+        CREATE INDEX memories_agent ON memories(agent_id, run_id);
+        CREATE INDEX memories_run ON memories(run_id);
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            text_lemmatized, content='memories', content_rowid='rowid'
+        );
+        -- the FTS index follows its content table inside the same transaction
+        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (new.rowid, new.text_lemmatized);
+        END;
+        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized)
+            VALUES ('delete', old.rowid, old.text_lemmatized);
+        END;
+        CREATE TRIGGER memories_fts_update AFTER UPDATE OF text_lemmatized ON memories BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized)
+            VALUES ('delete', old.rowid, old.text_lemmatized);
+            INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (new.rowid, new.text_lemmatized);
+        END;
+        CREATE TABLE entities (
+            id INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL,
+            normalized TEXT NOT NULL,
+            entity_type TEXT NOT NULL,
+            UNIQUE (user_id, agent_id, run_id, normalized)
+        );
+        CREATE TABLE memory_entities (
+            memory_rowid INTEGER NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
+            entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+            PRIMARY KEY (memory_rowid, entity_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX memory_entities_entity ON memory_entities(entity_id);
+        CREATE TABLE history (
+            id INTEGER PRIMARY KEY,
+            memory_id TEXT NOT NULL,
+            event TEXT NOT NULL CHECK (event IN ('ADD', 'UPDATE', 'DELETE')),
+            old_text TEXT,
+            new_text TEXT,
+            old_metadata TEXT,
+            new_metadata TEXT,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX history_memory ON history(memory_id);
+        """
+        + vector_tables_sql(dimension)
+    )
+
+
+def m002_expiry_index(conn: apsw.Connection, dimension: int) -> None:
+    """Expired memories are counted and skipped by every signal; index just the dated ones."""
+    conn.execute(
+        "CREATE INDEX memories_expiration ON memories(expiration_date) WHERE expiration_date IS NOT NULL"
+    )
+
+
+def m003_restore_event(conn: apsw.Connection, dimension: int) -> None:
+    """History records a restore as RESTORE, not as a second ADD. SQLite cannot change a CHECK
+    constraint, so the table is rebuilt from its own definition with the wider one, every row
+    (and its id, so the order of events) kept. Renaming the old table first is safe: no
+    trigger, view or foreign key names it."""
+    (definition,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone()
+    widened = definition.replace("('ADD', 'UPDATE', 'DELETE')", "('ADD', 'UPDATE', 'DELETE', 'RESTORE')")
+    conn.execute("ALTER TABLE history RENAME TO history_before_restore")
+    conn.execute(widened)
+    conn.execute("INSERT INTO history SELECT * FROM history_before_restore")
+    conn.execute("DROP TABLE history_before_restore")  # and its index, made again:
+    conn.execute("CREATE INDEX history_memory ON history(memory_id)")
+
+
+MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (m001_initial, m002_expiry_index, m003_restore_event)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _schema_state(conn: apsw.Connection) -> tuple[int, dict[str, str]]:
+    """The schema version (0 for a new file) and the ``meta`` rows."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    version = 0
+    if "schema_version" in tables:
+        version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+    stored = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
+    return version, stored
+
+
+def _check_meta(stored: dict[str, str], model_name: str, dimension: int) -> None:
+    """Refuse vectors from another model: they live in another space, so distances mean nothing."""
+    if stored["embedding_model"] == model_name and int(stored["embedding_dimension"]) == dimension:
+        return
+    recorded, size = stored["embedding_model"], stored["embedding_dimension"]
+    sizes = "" if int(size) == dimension else f" ({size}-dimensional vectors, the configured model makes {dimension})"
+    raise SchemaMismatch(
+        f"this database was built with the embedding model '{recorded}'{sizes}, but the configured model is "
+        f"'{model_name}'; their vectors cannot be compared, even at the same size. Run "
+        f"`trimem reembed --model {shlex.quote(model_name)}` to re-embed every memory with it (the old index "
+        f"stays in use until that completes), or configure '{recorded}' again (store.embedding_model, "
+        "TRIMEM_EMBEDDING_MODEL) or use another database file"
+    )
+
+
+def require_model(conn: apsw.Connection, model_name: str, dimension: int) -> None:
+    """Refuse to go on when the database records another model than this process runs: it was
+    re-embedded (``trimem reembed``) after this process opened it, so the way out is the new
+    model, not re-embedding back."""
+    (recorded,) = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+    if recorded != model_name:
+        raise SchemaMismatch(
+            f"this database now uses the embedding model '{recorded}', not '{model_name}' that this process "
+            f"runs: it was re-embedded after this process opened it (or waits for this engine's reembed). "
+            f"Set store.embedding_model (TRIMEM_EMBEDDING_MODEL) to '{recorded}' and restart"
+        )
+
+
+def ensure_schema(
+    conn: apsw.Connection, model_name: str, dimension: int, *, check_model: bool = True, create: bool = True
+) -> None:
+    """Create or upgrade the schema, and refuse a database built for another embedding model.
+
+    The ``meta`` rows record the model's name and dimension when the file is created;
+    opening it with any other model (even one of the same size) stops with a message,
+    unless ``check_model`` is false (only to re-embed it with that model).
+    A current schema is only read, so read-only files open (``connect`` has already
+    refused another application's SQLite file). Without ``create`` a file holding no
+    schema yet is refused as no database (``no_database_error``), and none is written.
+    """
+    with read_transaction(conn):
+        version, stored = _schema_state(conn)
+    if version == 0 and not create:
+        raise no_database_error(conn.db_filename("main"))
+    if version == SCHEMA_VERSION and stored:
+        if check_model:
+            _check_meta(stored, model_name, dimension)
+        return
+    with write_transaction(conn):
+        version, stored = _schema_state(conn)  # again under the lock: another process may have begun
+        if version > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"this database has schema version {version}, newer than this trimem "
+                f"understands ({SCHEMA_VERSION}); upgrade trimem"
+            )
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        for number in range(version, SCHEMA_VERSION):
+            MIGRATIONS[number](conn, dimension)
+        if version < SCHEMA_VERSION:
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+        if not stored:
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('embedding_model', ?), ('embedding_dimension', ?)",
+                (model_name, str(dimension)),
+            )
+        elif check_model:
+            _check_meta(stored, model_name, dimension)
+
+
+def open_database(
+    path: Path, model_name: str, dimension: int, *, check_model: bool = True, create: bool = True
+) -> apsw.Connection:
+    """``connect``, then ``ensure_schema``: a database ready for use. A file made by this call
+    that the disk is too full to set up is removed again, so a full disk leaves nothing behind."""
+    new = not Path(path).exists()
+    try:
+        conn = connect(path, create=create)
+        try:
+            ensure_schema(conn, model_name, dimension, check_model=check_model, create=create)
+        except BaseException:
+            conn.close()
+            raise
+    except DiskFull:
+        if new:
+            remove_database_files(Path(path))
+        raise
+    return conn
+
+
+def meta(conn: apsw.Connection) -> dict[str, str]:
+    """The stored model name and dimension (``ensure_schema`` compares both on every open)."""
+    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
