@@ -1,0 +1,1 @@
+"""The SQLite storage backend: what only SQLite (apsw, JSON1, sqlite-vec) knows."""
