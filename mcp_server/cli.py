@@ -30,19 +30,18 @@ from typing import Any, BinaryIO, get_args
 import click
 from pydantic import BaseModel
 
-from store.config import EMBEDDING_BACKENDS, Config, load_config, unknown_variables
+from store.config import EMBEDDING_BACKENDS, LOG_LEVELS, Config, load_config, unknown_variables
 from store.errors import DiskFull, TrimemError
 from store.peers import SourceFormat
-from store.validation import json_object
+from store.validation import MAX_SQL_INTEGER, json_object
+from store.versions import package_version
 
 from . import default_scope, named_scope, tables
 from .tables import ScopesOut, StatsOut
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
 INTERRUPTED = 128 + 2
 """The exit status of a command stopped by Ctrl-C (SIGINT), as shells report one."""
-MAX_OFFSET = 2**63 - 1
 """SQLite integers are 64-bit: a larger offset cannot even be bound."""
 
 
@@ -153,16 +152,6 @@ def config_sources(config_path: Path | None, options: dict[str, Any]) -> list[st
     if HOME_VARIABLE not in os.environ:
         sources.append("data folder: the platform's (TRIMEM_HOME unset)")
     return sources
-
-
-def package_version(name: str) -> str | None:
-    """An installed distribution's version, read from its metadata (nothing is imported)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 @contextmanager
@@ -461,7 +450,7 @@ def search(config: Config, query: str, user_id: str | None, agent_id: str | None
              "dates: '{\"created_at\": {\"gte\": \"2026-12-01\"}}'.")
 @click.option("--show-expired", is_flag=True, help="Include memories past their expiration date.")
 @count_option("limit", "Page size.", default=100)
-@click.option("--offset", type=click.IntRange(0, MAX_OFFSET), default=0, show_default=True,
+@click.option("--offset", type=click.IntRange(0, MAX_SQL_INTEGER), default=0, show_default=True,
               help="Memories to skip.")
 @format_options
 @click.pass_obj
@@ -748,7 +737,7 @@ def backup(config: Config, target: str) -> None:
     (existing, or written with a trailing slash) gets a file named after the database and the time."""
     path = Path(target)  # a Path forgets the trailing slash that says "a folder"
     if path.is_dir() or target.endswith(("/", os.sep)):
-        from store.engine import now
+        from store.clock import now
 
         stamp = now()[:19].replace("-", "").replace(":", "")
         name, suffix = f"{config.database.stem}-{stamp}", config.database.suffix or ".db"

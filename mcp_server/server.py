@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -27,6 +27,9 @@ from pydantic import BaseModel, Field
 
 from store.config import Config
 from store.errors import TrimemError
+from store.records import SentRole
+from store.validation import DATE_PATTERN, NO_EXPIRATION
+from store.versions import trimem_version
 
 if TYPE_CHECKING:
     from store.engine import Engine
@@ -182,14 +185,14 @@ Filters = Annotated[
 ShowExpired = Annotated[bool, Field(description="Include memories past their expiration_date.")]
 ExpirationDate = Annotated[
     str | None,
-    Field(pattern=r"^\s*\d{4}-\d{2}-\d{2}\s*$", description="YYYY-MM-DD (UTC), today or later; hidden after it."),
+    Field(pattern=rf"^\s*{DATE_PATTERN}\s*$", description="YYYY-MM-DD (UTC), today or later; hidden after it."),
 ]
 
 
 class Message(BaseModel):
     """One turn of a conversation to remember."""
 
-    role: Literal["user", "assistant", "system"] = Field(description="system is skipped.")
+    role: SentRole = Field(description="system is skipped.")
     content: str = Field(min_length=1)
     name: str | None = Field(default=None, description="The speaker.")
 
@@ -215,7 +218,7 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         "trimem",
         title="trimem memory",
         instructions=INSTRUCTIONS,
-        version=_version(),
+        version=trimem_version(),
         log_level=config.server.log_level.upper(),
         lifespan=lifespan(config, open_engine),
     )
@@ -353,7 +356,8 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         replace_metadata: Annotated[bool, Field(description="Replace the metadata instead of merging.")] = False,
         expiration_date: Annotated[
             str | None,
-            Field(pattern=r"^\s*(\d{4}-\d{2}-\d{2}|never)\s*$", description="YYYY-MM-DD (UTC), or 'never'."),
+            Field(pattern=rf"^\s*({DATE_PATTERN}|{NO_EXPIRATION})\s*$",
+                  description=f"YYYY-MM-DD (UTC), or '{NO_EXPIRATION}'."),
         ] = None,
         user_id: UserId = None,
         agent_id: AgentId = None,
@@ -399,10 +403,3 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
     return server
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("trimem")
-    except PackageNotFoundError:
-        return "0+unknown"

@@ -15,7 +15,7 @@ Capabilities that not every backend can offer (``CAPABILITIES``) are declared in
 ``Backend.capabilities``; the engine refuses a call that needs a missing one before it
 starts, with ``Unsupported``, so nothing fails half-way.
 
-SQLite, the default, lives in ``store.sqlite``; ``open_backend`` chooses by configuration.
+SQLite, the default, lives in ``store.sqlite``; the engine opens the one the configuration names.
 Nothing here, in retrieval, linking, transfer or scoring imports a database driver.
 """
 
@@ -34,7 +34,6 @@ from .scope import Scope
 if TYPE_CHECKING:
     import numpy as np
 
-    from .config import Config
     from .embeddings import Embedder
     from .filters import Filter
     from .nlp import NLP
@@ -273,13 +272,3 @@ def require(backend: Backend, capability: Capability, doing: str) -> None:
     if capability not in backend.capabilities:
         raise Unsupported(f"{doing} is not available on {backend.location}: this database cannot {capability}")
 
-
-def open_backend(
-    config: Config, model: str, dimension: int, *, check_model: bool = True, create: bool = True
-) -> Backend:
-    """The configured store, ready for use, recording (or checking) the embedding ``model`` and
-    its ``dimension``; ``check_model`` false only to re-embed it with another model, and
-    without ``create`` a store that does not exist yet is refused instead of made."""
-    from .sqlite import SQLiteBackend
-
-    return SQLiteBackend(config.database, model, dimension, check_model=check_model, create=create)

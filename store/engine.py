@@ -16,14 +16,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
 from . import clock, peers, retrieval, transfer
 from .backend import (
-    Backend, IdCandidate, IdSource, MemoryRow, NewMemory, Progress, Snapshot, Transaction, open_backend, require,
-    to_memory,
+    Backend, IdCandidate, IdSource, MemoryRow, NewMemory, Progress, Snapshot, Transaction, require, to_memory,
 )
 from .config import Config
 from .embeddings import Embedder, NameVectors, open_embedder
@@ -33,11 +32,12 @@ from .filters import parse_filters
 from .linking import link_entities
 from .nlp import NLP, Analysis
 from .records import (
-    MESSAGE_ROLES, SHORT_ID_CHARS, AddedMemory, Explanation, HistoryEvent, Memory, ReembedReport, RepairReport,
-    ScopeCount, SearchHit, Violation,
+    MESSAGE_ROLES, SHORT_ID_CHARS, SKIPPED_ROLES, AddedMemory, Explanation, HistoryEvent, Memory, ReembedReport, RepairReport,
+    ScopeCount, SearchHit, SentRole, Violation,
 )
 from .scope import EVERY_SCOPE, Scope
 from .validation import (
+    NO_EXPIRATION,
     CheckedMemory,
     check_expiration,
     check_id,
@@ -53,10 +53,6 @@ from .validation import (
 )
 
 log = logging.getLogger(__name__)
-
-NO_EXPIRATION = "never"
-"""The ``expiration_date`` that ``update`` reads as "clear it": the memory stays until deleted."""
-
 
 @dataclass(frozen=True)
 class MemoryInput:
@@ -95,6 +91,17 @@ def _scope_if_named(user_id: Any, agent_id: Any, run_id: Any) -> Scope | None:
     return check_scope(user_id, agent_id, run_id)
 
 
+def open_backend(
+    config: Config, model: str, dimension: int, *, check_model: bool = True, create: bool = True
+) -> Backend:
+    """The store the configuration names, ready for use, recording (or checking) the embedding
+    ``model`` and its ``dimension``; ``check_model`` false only to re-embed it with another
+    model, and without ``create`` a store that does not exist yet is refused, not made."""
+    from .sqlite import SQLiteBackend  # the driver loads only when a store is opened
+
+    return SQLiteBackend(config.database, model, dimension, check_model=check_model, create=create)
+
+
 class Engine:
     """Memories of users, agents and runs, with hybrid search, over one backend.
 
@@ -124,7 +131,7 @@ class Engine:
             cache_dir=config.model_cache_dir, threads=store.inference_threads,
         )
         self.nlp = nlp or NLP(config.store.spacy_pipeline or None)
-        self.backend: Backend = open_backend(
+        self.backend = open_backend(
             config, self.embedder.name, self.embedder.dimension, check_model=not reembedding, create=create
         )
         # Texts embed on this thread while the NLP pipeline reads them on the caller's.
@@ -193,10 +200,11 @@ class Engine:
             if not isinstance(message, Mapping) or "role" not in message or "content" not in message:
                 raise InvalidArgument(f"message {index} must be an object with 'role' and 'content'")
             role = message["role"]
-            if role == "system":
+            if role in SKIPPED_ROLES:
                 continue
             if role not in MESSAGE_ROLES:
-                raise InvalidArgument(f"message {index} has role {shown(role)}; use 'user', 'assistant' or 'system'")
+                allowed = ", ".join(repr(sent) for sent in get_args(SentRole))
+                raise InvalidArgument(f"message {index} has role {shown(role)}; use one of {allowed}")
             name = message.get("name")
             items.append(
                 MemoryInput(
@@ -459,7 +467,7 @@ class Engine:
 
     @staticmethod
     def _full_id(view: Snapshot, source: IdSource, memory_id: str, scope: Scope) -> str:
-        """The one id in the scope that ``memory_id`` begins (tables and lists show 8 characters),
+        """The one id in the scope that ``memory_id`` begins (tables and lists show ``SHORT_ID_CHARS``),
         or ``memory_id`` itself when none does. A start shared by several ids is an error listing
         them; so is one shorter than ``ID_PREFIX_MIN_CHARS``, even of a single id, which it names."""
         candidates, count = view.ids_with_prefix(source, memory_id, scope, CANDIDATES_SHOWN)

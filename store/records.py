@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .scoring import KeywordSource, ScoreBreakdown
 
@@ -22,7 +22,11 @@ def short_id(memory_id: str) -> str:
     return memory_id[:SHORT_ID_CHARS] if GENERATED_ID.fullmatch(memory_id) else memory_id
 
 
-MESSAGE_ROLES = ("user", "assistant")
+SentRole = Literal["user", "assistant", "system"]
+"""The roles a conversation message sent to ``add`` may have."""
+SKIPPED_ROLES = ("system",)
+"""Messages that instruct the assistant rather than say something: ``add`` skips them."""
+MESSAGE_ROLES = tuple(role for role in get_args(SentRole) if role not in SKIPPED_ROLES)
 """The roles of the conversation messages a memory can come from (``Memory.role``)."""
 
 

@@ -26,8 +26,6 @@ MAX_QUERY_ENTITIES = 8
 """Query entities beyond this many are ignored (each costs one embedding and one lookup)."""
 ENTITY_SEARCH_LIMIT = 500
 """Stored entities examined per query entity."""
-OVERFETCH_FACTOR = 4
-OVERFETCH_MINIMUM = 60
 
 # (largest term count, midpoint, steepness): longer queries accumulate larger raw
 # BM25 sums, so the sigmoid's midpoint moves right and flattens as they grow.
@@ -69,7 +67,7 @@ def normalize_bm25(bm25_raw: float, params: SigmoidParams) -> float:
     return 1.0 / (1.0 + math.exp(min(exponent, 700.0)))
 
 
-def internal_limit(top_k: int, factor: int = OVERFETCH_FACTOR, minimum: int = OVERFETCH_MINIMUM) -> int:
+def internal_limit(top_k: int, factor: int, minimum: int) -> int:
     """How many candidates each signal fetches for a request of ``top_k`` results.
 
     Over-fetching gives keyword and entity hits room to overtake semantic neighbours.

@@ -27,7 +27,6 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, BinaryIO, get_args
 
@@ -37,6 +36,7 @@ from .backend import Snapshot, to_memory
 from .filters import Filter
 from .records import MESSAGE_ROLES, HistoryEvent, HistoryEventKind, Memory
 from .scope import SCOPE_KEYS, Scope
+from .versions import trimem_version
 from .validation import (
     CheckedMemory,
     check_expiration,
@@ -116,13 +116,6 @@ def numbered(
 
 
 # --- export --------------------------------------------------------------------------------
-
-
-def trimem_version() -> str:
-    try:
-        return version("trimem")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def export_lines(
@@ -451,9 +444,9 @@ def _check_story(events: Sequence[HistoryEvent]) -> tuple[str | None, dict[str, 
 def _require_state(prefix: str, text: Any, metadata: Any, state: tuple[str | None, dict[str, Any]], what: str) -> None:
     """Refuse ``text`` and ``metadata`` (fields ``{prefix}text`` and ``{prefix}metadata``) unless
     they are the ``state`` that ``what`` names."""
-    for field, got, expected in (("text", text, state[0]), ("metadata", metadata or {}, state[1])):
+    for name, got, expected in (("text", text, state[0]), ("metadata", metadata or {}, state[1])):
         if got != expected:
-            raise InvalidArgument(f"{prefix}{field} {shown(got)} is not {shown(expected)}, {what}")
+            raise InvalidArgument(f"{prefix}{name} {shown(got)} is not {shown(expected)}, {what}")
 
 
 def _event(event: Any, index: int, limits: LimitsConfig) -> HistoryEvent:

@@ -23,7 +23,10 @@ from .scope import SCOPE_KEYS, Scope
 
 
 MAX_ID_CHARS = 256
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+DATE_PATTERN = r"\d{4}-\d{2}-\d{2}"
+"""How an expiration date is written (``YYYY-MM-DD``); the tools' input schemas say it too."""
+NO_EXPIRATION = "never"
+"""The ``expiration_date`` that ``update`` reads as "clear it": the memory stays until deleted."""
 
 
 def json_object(text: str, example: str) -> dict[str, Any]:
@@ -159,7 +162,7 @@ def check_expiration(value: Any, today: str | None) -> str | None:
     """
     if value is None:
         return None
-    if not isinstance(value, str) or not _DATE.fullmatch(value.strip()):
+    if not isinstance(value, str) or not re.fullmatch(DATE_PATTERN, value.strip()):
         raise InvalidArgument(f"expiration_date must look like 2026-12-31, got {shown(value)}")
     try:
         date = dt.date.fromisoformat(value.strip()).isoformat()

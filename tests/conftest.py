@@ -65,8 +65,21 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "memories.db"
 
 
+BACKENDS = ("sqlite",)
+"""The storage backends the behaviour tests run on (``store.backend``)."""
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend of this run of a test: every test that takes ``config`` (and so ``engine``)
+    runs once per backend, so a new backend runs the behaviour tests unchanged. Tests of one
+    backend's own files and tables live in modules of their own (``test_sqlite_*``) or say so."""
+    return request.param
+
+
 @pytest.fixture
-def config(db_path: Path, model_cache: Path) -> Config:
+def config(backend: str, db_path: Path, model_cache: Path) -> Config:
+    """The configuration of a store of ``backend`` of its own, and the session's model cache."""
     return load_config(environ={}).replace("store", db_path=str(db_path), model_cache=str(model_cache))
 
 

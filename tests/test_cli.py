@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mcp_server.cli import cli
+from sqlite_files import execute
 from store import Config, Engine
 from store.scoring import KEYWORD_SOURCES
 
@@ -137,7 +138,7 @@ def test_doctor_reports_versions_and_counts(run: Callable, db_path: Path) -> Non
 
 
 def test_doctor_check_and_repair_call_the_engine(run: Callable, monkeypatch: pytest.MonkeyPatch) -> None:
-    from store.maintenance import RepairReport, Violation
+    from store.records import RepairReport, Violation
 
     calls: list[bool] = []
 
@@ -560,7 +561,7 @@ def test_users_and_stats(run: Callable, engine: Engine, db_path: Path, terminal:
     engine.add("Bob likes hiking", user_id="bob")
     engine.add("Bob's planner books trains", user_id="bob", agent_id="planner")
     memory_id = engine.add("Bob flies today", user_id="bob", expiration_date=engine_today())[0].memory.id
-    engine._conn.execute("UPDATE memories SET expiration_date = '2000-01-01' WHERE id = ?", (memory_id,))
+    execute(engine, "UPDATE memories SET expiration_date = '2000-01-01' WHERE id = ?", (memory_id,))
     scopes = output_json(run("users", "--json"))
     assert scopes["default_user_id"] == "default"
     assert [(s["user_id"], s["agent_id"], s["memories"], s["expired"]) for s in scopes["scopes"]] == [
@@ -579,7 +580,7 @@ def test_users_and_stats(run: Callable, engine: Engine, db_path: Path, terminal:
 
 
 def engine_today() -> str:
-    from store.retrieval import today
+    from store.clock import today
 
     return today()
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import apsw
 import pytest
 
+from sqlite_files import execute
 from store import Engine, InvalidArgument, MemoryInput, NotFound, SchemaMismatch
-from store import connection
-from store import db as store_db
+from store.sqlite import connection
+from store.sqlite.entities import EntityWrites
 from store.config import load_config
 
 
@@ -166,7 +167,7 @@ def test_expired_memories_are_hidden_unless_asked_for(engine: Engine, monkeypatc
     engine.add("Ana's parking permit is valid", user_id="ana", expiration_date=today.isoformat())
     engine.add("Ana's gym pass is valid", user_id="ana", expiration_date=(today + dt.timedelta(days=1)).isoformat())
     # A past date is refused at add time, so move the clock instead: tomorrow the permit has expired.
-    monkeypatch.setattr("store.retrieval.today", lambda: (today + dt.timedelta(days=1)).isoformat())
+    monkeypatch.setattr("store.clock.today", lambda: (today + dt.timedelta(days=1)).isoformat())
     assert [m.text for m in engine.list(user_id="ana")] == ["Ana's gym pass is valid"]
     assert len(engine.list(user_id="ana", show_expired=True)) == 2
     hits = engine.search("is the parking permit valid", user_id="ana", threshold=0)
@@ -185,7 +186,7 @@ def test_update_reembeds_relinks_entities_and_reranks(engine: Engine) -> None:
     assert updated.text == "Ana plays the violin in an orchestra" and updated.updated_at > updated.created_at
     top = engine.search("what instrument does Ana play?", user_id="ana", top_k=1)[0]
     assert top.memory.id == moved.memory.id
-    entities = {row[0] for row in engine._conn.execute("SELECT normalized FROM entities")}
+    entities = {row[0] for row in execute(engine, "SELECT normalized FROM entities")}
     assert "google" not in entities and "zurich" not in entities
     assert table_counts(engine)["memories"] == before["memories"]
     events = [e.event for e in engine.history(moved.memory.id, user_id="ana")]
@@ -216,12 +217,10 @@ def test_delete_leaves_no_orphan_vector_fts_row_or_entity(engine: Engine, db_pat
     counts = table_counts(engine)
     assert counts["memories"] == counts["memory_vectors"] == 1
     assert counts["entities"] == counts["entity_vectors"]
-    assert fts_rowids(db_path) == {row[0] for row in engine._conn.execute("SELECT rowid FROM memories")}
-    orphans = engine._conn.execute(
-        "SELECT count(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)"
-    ).fetchone()[0]
+    assert fts_rowids(db_path) == {row[0] for row in execute(engine, "SELECT rowid FROM memories")}
+    (orphans,), = execute(engine, "SELECT count(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)")
     assert orphans == 0
-    names = {row[0] for row in engine._conn.execute("SELECT normalized FROM entities")}
+    names = {row[0] for row in execute(engine, "SELECT normalized FROM entities")}
     assert "louvre" not in names and "paris" not in names
     assert [e.event for e in engine.history(gone.memory.id, user_id="ana")] == ["ADD", "DELETE"]
     with pytest.raises(NotFound):
@@ -247,7 +246,7 @@ def test_a_failure_mid_write_leaves_no_partial_rows(engine: Engine, monkeypatch:
     def explode(*args, **kwargs):
         raise RuntimeError("disk pulled out mid-write")
 
-    monkeypatch.setattr(store_db, "link_entity", explode)
+    monkeypatch.setattr(EntityWrites, "link_entity", explode)
     with pytest.raises(RuntimeError):
         engine.add_many([MemoryInput("Ana flew to Tokyo with Delta"), MemoryInput("Ana met Kenji")], user_id="ana")
     assert table_counts(engine) == before

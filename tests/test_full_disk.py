@@ -18,7 +18,10 @@ import pytest
 from mcp import Client
 
 from mcp_server.server import build_server
-from store import Config, Engine, connection, db
+from store import Config, Engine
+from store.scope import Scope
+from store.sqlite import connection
+from store.sqlite.statements import SQLiteTransaction
 from store.engine import MemoryInput
 from store.errors import DiskFull
 
@@ -135,7 +138,7 @@ def test_rewriting_vectors_on_a_full_disk_is_a_full_disk_and_changes_nothing(
     with pytest.raises(DiskFull, match=f"the disk holding {database} is full; nothing was written"):
         with connection.write_transaction(conn):
             for rowid, vector in rows:
-                db.put_memory_vector(conn, rowid, vector[::-1].copy(), {"user_id": "ana"})
+                SQLiteTransaction(conn).put_memory_vector(rowid, vector[::-1].copy(), Scope("ana"))
     conn.close()
     (disk / ".filler").unlink()
     with engine_factory(config.replace("store", db_path=str(database))) as engine:

@@ -16,7 +16,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from store import Config, Engine, TrimemError, connection
+from store import Config, Engine, TrimemError
+from store.sqlite import connection
 
 
 # --- 2. a search is one snapshot --------------------------------------------------------------------------------
@@ -177,9 +178,9 @@ def test_delete_all_scans_for_orphan_entities_once(engine: Engine) -> None:
             scans.append(sql)
         return True
 
-    engine._conn.exec_trace = count
+    engine.backend._conn.exec_trace = count
     assert engine.delete_all(user_id="ana") == 6
-    engine._conn.exec_trace = None
+    engine.backend._conn.exec_trace = None
     assert len(scans) == 1  # main: two per deleted memory
     assert engine.status()["counts"]["entities"] == 0
 
@@ -216,7 +217,7 @@ def _cli(arguments: list[str], engine_factory: Callable[[Config], Engine], monke
 def _refused(result) -> str:  # noqa: ANN001
     """The one-line message of a command that must fail without a traceback."""
     assert result.exit_code != 0, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert isinstance(result.exception, SystemExit), repr(result.exception)  # an exit with a message, no crash
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
     return lines[0]
@@ -455,7 +456,7 @@ def test_expired_memories_take_no_slot_and_no_share_of_the_denominator(
     expired = [MemoryInput(f"Ana's parking permit number {n} for the garage is valid") for n in range(65)]
     engine.add_many(expired, user_id="ana", expiration_date=today.isoformat())
     engine.add("Ana may leave her car in the office garage", user_id="ana")
-    monkeypatch.setattr("store.retrieval.today", lambda: (today + dt.timedelta(days=1)).isoformat())
+    monkeypatch.setattr("store.clock.today", lambda: (today + dt.timedelta(days=1)).isoformat())
 
     explained = engine.explain("parking permit", user_id="ana", top_k=1, threshold=0.0)
     assert [hit.memory.text for hit in explained.hits] == ["Ana may leave her car in the office garage"]  # main: []
@@ -473,12 +474,12 @@ def test_expired_memories_take_no_slot_and_no_share_of_the_denominator(
 def test_timestamps_always_carry_six_digits_of_microseconds(monkeypatch: pytest.MonkeyPatch) -> None:
     import datetime as dt
 
-    from store import engine as engine_module
+    from store import clock
 
     class OnTheSecond(dt.datetime):
         @classmethod
         def now(cls, tz=None):  # noqa: ANN001, ANN206
             return dt.datetime(2026, 12, 2, 16, 0, 0, 0, tzinfo=tz)
 
-    monkeypatch.setattr(engine_module.dt, "datetime", OnTheSecond)
-    assert engine_module.now() == "2026-12-02T16:00:00.000000+00:00"  # main: "2026-12-02T16:00:00+00:00"
+    monkeypatch.setattr(clock.dt, "datetime", OnTheSecond)
+    assert clock.now() == "2026-12-02T16:00:00.000000+00:00"  # main: "2026-12-02T16:00:00+00:00"

@@ -71,7 +71,7 @@ async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
     explained = await call(client, "explain_search", query="Marta in Madrid", top_k=1, filters={"topic": "family"})
     assert explained["results"][0]["text"] == "Ana's sister Marta lives in Madrid"
     assert "madrid" in explained["analysis"]["entities"]
-    assert explained["results"][0]["entity_match"] is not None
+    assert explained["results"][0]["entity_match"]["query_entity"] in explained["analysis"]["entities"]
     assert explained["results"][0]["keyword_source"] == "own"
     assert [(d["text"], d["reason"]) for d in explained["dropped"]] == [("Ana moved to Lisbon in 2023", "filtered")]
     assert explained["dropped_total"] == 1

@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store import Config, Engine, InvalidArgument, MemoryInput, SchemaMismatch, connection, reembed
+from sqlite_files import reading
+from store import Config, Engine, InvalidArgument, MemoryInput, SchemaMismatch
+from store.sqlite import connection, reembed
 from store.embeddings import OnnxEmbedder, packaged_model_path
 from store.nlp import NLP
 
@@ -92,7 +94,7 @@ def ranking(engine: Engine, query: str) -> list[tuple[str, float]]:
 
 def stored_vectors_match_texts(engine: Engine) -> None:
     """Every memory's stored vector is the model's vector of its current text."""
-    with engine._reading() as conn:
+    with reading(engine) as conn:
         rows = conn.execute(
             "SELECT m.text, v.embedding FROM memories m JOIN memory_vectors v ON v.memory_rowid = m.rowid"
         ).fetchall()
@@ -107,7 +109,7 @@ def interrupt(done: int, total: int) -> None:
 
 
 def leftovers(engine: Engine) -> list[str]:
-    with engine._reading() as conn:
+    with reading(engine) as conn:
         return [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'reembed%'")]
 
 
@@ -183,7 +185,7 @@ def test_writes_of_other_processes_during_a_reembed_are_caught(
     its current text; the old engine is refused from then on."""
     monkeypatch.setattr(reembed, "CHUNK", 2)
     engine.add_many([MemoryInput(text) for text in FACTS], user_id="ana")
-    with engine._reading() as conn:  # the first chunk takes the lowest rowids
+    with reading(engine) as conn:  # the first chunk takes the lowest rowids
         (first, first_text), (second, second_text) = conn.execute(
             "SELECT id, text FROM memories ORDER BY rowid LIMIT 2").fetchall()
     calls = []

@@ -25,9 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
+from sqlite_files import execute
 from store import Engine, InvalidArgument, NotFound
-from store import connection
-from store.maintenance import check as check_connection
+from store.sqlite import connection
+from store.sqlite.maintenance import check as check_connection
 
 sys.path.insert(0, str(Path(__file__).parent / "stress"))
 from forkserver import ForkServer  # noqa: E402
@@ -128,7 +129,7 @@ DAMAGE = {
 def test_check_names_each_damage_and_repair_rebuilds_it(filled: Engine, name: str) -> None:
     engine = filled
     before = _snapshot(engine)
-    engine._conn.execute(DAMAGE[name])
+    execute(engine, DAMAGE[name])
 
     found = engine.check()
     assert name in {v.check for v in found}, found
@@ -144,8 +145,8 @@ def test_check_names_each_damage_and_repair_rebuilds_it(filled: Engine, name: st
 
 def test_deep_check_finds_memories_missing_their_entity_links_and_repair_relinks(engine: Engine) -> None:
     _fill(engine)
-    engine._conn.execute("DELETE FROM memory_entities WHERE memory_rowid = 1")
-    assert _checks(engine) == {"entity_without_links"} or _checks(engine) == set()  # shared entities may survive
+    execute(engine, "DELETE FROM memory_entities WHERE memory_rowid = 1")
+    assert _checks(engine) == {"entity_without_links"}  # Alice, Paris and Google: no other fact names them
     assert "memory_without_links" in _checks(engine, deep=True)
     report = engine.repair()
     assert report.entity_links_rebuilt >= 1
@@ -157,7 +158,7 @@ def test_deep_check_finds_memories_missing_their_entity_links_and_repair_relinks
 def test_repair_reports_what_it_did(engine: Engine) -> None:
     _fill(engine)
     assert engine.repair() == type(engine.repair())(0, False, 0, 0, [])
-    engine._conn.execute(DAMAGE["memory_without_vector"] + "; " + DAMAGE["fts_without_memory"] + "; " + DAMAGE["entity_without_links"])
+    execute(engine, DAMAGE["memory_without_vector"] + "; " + DAMAGE["fts_without_memory"] + "; " + DAMAGE["entity_without_links"])
     report = engine.repair()
     assert (report.vectors_rebuilt, report.fts_rebuilt, report.orphans_removed) == (1, True, 1)
 
@@ -170,14 +171,15 @@ def test_check_reports_a_foreign_database_and_a_damaged_file(tmp_path: Path, eng
 
     _fill(engine)
     # enough pages that the damage lands inside a b-tree, not in free space
-    engine._conn.execute(
+    execute(
+        engine,
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) "
         "INSERT INTO history(memory_id, event, new_text, created_at) SELECT 'x', 'ADD', hex(randomblob(600)), 'now' FROM n"
     )
-    engine._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    execute(engine, "PRAGMA wal_checkpoint(TRUNCATE)")
     engine.close()
     damaged = tmp_path / "damaged.db"
-    shutil.copy(engine.path, damaged)
+    shutil.copy(engine.backend.path, damaged)
     with open(damaged, "r+b") as handle:
         handle.seek(4096 * 6)
         handle.write(b"\xde\xad\xbe\xef" * 2048)
@@ -193,18 +195,18 @@ def test_doctor_check_and_repair_from_the_command_line(engine: Engine, tmp_path:
     from mcp_server.cli import cli
 
     _fill(engine)
-    engine._conn.execute(DAMAGE["memory_without_vector"] + "; " + DAMAGE["fts_without_memory"])
+    execute(engine, DAMAGE["memory_without_vector"] + "; " + DAMAGE["fts_without_memory"])
     run = functools.partial(CliRunner().invoke, cli, catch_exceptions=False)
-    checked = run(["--db", str(engine.path), "doctor", "--check"])
+    checked = run(["--db", str(engine.backend.path), "doctor", "--check"])
     assert checked.exit_code == 1
     assert "memory_without_vector: memory" in checked.output and "fts_without_memory: keyword" in checked.output
-    repaired = run(["--db", str(engine.path), "doctor", "--repair"])
+    repaired = run(["--db", str(engine.backend.path), "doctor", "--repair"])
     assert repaired.exit_code == 0 and '"vectors_rebuilt": 1' in repaired.output
-    assert run(["--db", str(engine.path), "doctor", "--check", "--deep"]).exit_code == 0
+    assert run(["--db", str(engine.backend.path), "doctor", "--check", "--deep"]).exit_code == 0
     copy = tmp_path / "cli-backup.db"
-    assert run(["--db", str(engine.path), "backup", str(copy)]).exit_code == 0
+    assert run(["--db", str(engine.backend.path), "backup", str(copy)]).exit_code == 0
     assert run(["--db", str(copy), "doctor", "--check"]).exit_code == 0
-    assert run(["--db", str(engine.path), "backup", str(copy)]).exit_code == 1  # never overwrites
+    assert run(["--db", str(engine.backend.path), "backup", str(copy)]).exit_code == 1  # never overwrites
 
 
 # --- backup -----------------------------------------------------------------------------------
@@ -219,7 +221,7 @@ def test_backup_restores_to_the_same_memories(engine: Engine, tmp_path: Path, em
     with pytest.raises(InvalidArgument, match="already exists"):
         engine.backup(target)
     with pytest.raises(InvalidArgument, match="live database"):
-        engine.backup(engine.path)
+        engine.backup(engine.backend.path)
 
     restored_path = tmp_path / "restored.db"
     shutil.copy(target, restored_path)  # restore = put the file where the config points

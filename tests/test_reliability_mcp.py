@@ -33,8 +33,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from test_mcp_stdio import server_command  # pytest puts tests/ on sys.path (prepend import mode)
 from test_reliability import FACTS, HOSTILE_STRINGS, SETTINGS, _nested  # shared with the engine-level properties
 
-from store import connection
-from store.maintenance import check
+from store.sqlite import connection
+from store.sqlite.maintenance import check
 
 STRESS = os.environ.get("TRIMEM_STRESS") == "1"
 WRITE_TOOLS = {"add_memory", "update_memory", "delete_memory", "delete_all_memories"}
@@ -243,7 +243,7 @@ def test_hostile_tool_calls_get_a_result_or_a_clear_error(tmp_path: Path, nlp) -
                 assert result.content and result.content[0].text.strip(), f"{tool} failed without a message"
                 outcomes["is_error"] = outcomes.get("is_error", 0) + 1
             else:
-                assert result.structured_content is not None
+                assert isinstance(result.structured_content, dict), f"{tool} answered without structured content"
                 outcomes["ok"] = outcomes.get("ok", 0) + 1
                 if tool in WRITE_TOOLS:  # consistency after each write step, not after every call
                     # From a fresh connection, as another client would open the file: a connection

@@ -7,7 +7,9 @@ import math
 
 import pytest
 
+from sqlite_files import execute
 from store import Engine, InvalidArgument, MemoryInput, retrieval
+from store.scope import Scope
 
 HOSTILE_QUERIES = [
     '"',
@@ -190,13 +192,14 @@ def test_union_pool_scores_keyword_hits_outside_the_overfetch(engine: Engine) ->
     prepared = retrieval.prepare(
         "weekly groceries ZX81", engine.nlp, engine.embedder, engine._names, tight, engine._side
     )
-    invoice = engine._conn.execute("SELECT rowid FROM memories WHERE text LIKE 'Invoice%'").fetchone()[0]
+    ((invoice,),) = execute(engine, "SELECT rowid FROM memories WHERE text LIKE 'Invoice%'")
     pools = {}
     for pool in ("semantic", "union"):
         request = retrieval.SearchRequest(
-            {"user_id": "ana"}, 1, 0.0, "1", [], False, dataclasses.replace(tight, candidate_pool=pool)
+            Scope("ana"), 1, 0.0, None, False, dataclasses.replace(tight, candidate_pool=pool)
         )
-        pools[pool] = retrieval.gather_signals(engine._conn, prepared, request)
+        with engine.backend.snapshot() as view:
+            pools[pool] = retrieval.gather_signals(view, prepared, request)
     assert invoice in pools["semantic"].bm25_raw and invoice not in pools["semantic"].distances
     exact = engine.embedder.embed_batch(["Invoice ZX81 was paid late"])[0] @ prepared.embedding
     assert 1 - pools["union"].distances[invoice] == pytest.approx(float(exact), abs=1e-4)

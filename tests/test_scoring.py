@@ -55,8 +55,8 @@ def test_entity_boost_is_damped_by_linked_memory_count() -> None:
 
 
 def test_internal_limit_overfetches() -> None:
-    assert scoring.internal_limit(5) == 60
-    assert scoring.internal_limit(20) == 80
+    assert scoring.internal_limit(5, factor=4, minimum=60) == 60
+    assert scoring.internal_limit(20, factor=4, minimum=60) == 80
     assert scoring.internal_limit(20, factor=10, minimum=100) == 200
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sqlite_files import execute
 from store import Engine, NotFound
 from test_ui import USER, Ui, answer, browser, page, ui  # noqa: F401  (fixtures; pytest puts tests/ on sys.path)
 
@@ -239,7 +240,7 @@ def test_an_unexpected_failure_is_a_short_answer_and_one_log_line(ui: Ui, engine
     """A row the engine cannot read (its text damaged outside trimem: not UTF-8) fails each request
     that reads it with a short line, and the export before its download starts, not halfway."""
     memory = engine.list(user_id=USER)[0]
-    engine._conn.execute("UPDATE memories SET text = CAST(X'416E61FF' AS TEXT) WHERE id = ?", (memory.id,))
+    execute(engine, "UPDATE memories SET text = CAST(X'416E61FF' AS TEXT) WHERE id = ?", (memory.id,))
     failed = "the server failed on this request (UnicodeDecodeError); its log says why"
     for path in (f"/memory?id={memory.id}", "/export", "/"):
         assert answer(ui, path) == (500, failed), path

@@ -17,7 +17,6 @@ import errno
 import functools
 import os
 import random
-import shlex
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator

@@ -86,11 +86,11 @@ def reembed(conn: apsw.Connection, embedder: Embedder, progress: Progress | None
 def _begin(conn: apsw.Connection, model: str, dimension: int) -> bool:
     """Set up the twin tables for ``model``, or keep an unfinished run's: True when resuming."""
     with connection.write_transaction(conn):
-        target = target(conn)
-        if target == (model, dimension):
+        unfinished = target(conn)
+        if unfinished == (model, dimension):
             return True
-        if target is not None:
-            log.info("discarding an unfinished re-embedding with %s", target[0])
+        if unfinished is not None:
+            log.info("discarding an unfinished re-embedding with %s", unfinished[0])
             drop(conn)
         begin(conn, model, dimension)
     return False

@@ -37,7 +37,7 @@ def vector_tables_sql(dimension: int, prefix: str = "") -> str:
 def m001_initial(conn: apsw.Connection, dimension: int) -> None:
     """Memories, their vectors and FTS rows, entities and links, history."""
     conn.execute(
-        f"""
+        """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE memories (
             rowid INTEGER PRIMARY KEY,
@@ -50,7 +50,7 @@ def m001_initial(conn: apsw.Connection, dimension: int) -> None:
             run_id TEXT NOT NULL DEFAULT '',
             actor_id TEXT,
             role TEXT,
-            metadata TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(metadata)),
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL,
             expiration_date TEXT

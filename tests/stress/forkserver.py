@@ -64,7 +64,7 @@ def _kill_inside_transactions(engine, rng: random.Random) -> None:  # noqa: ANN0
     these hooks make sure the kills that matter most happen too. The row count
     includes vec0's and FTS5's shadow-table rows.
     """
-    conn = engine._conn
+    conn = engine.backend._conn
     if rng.random() < 0.25:
         commits = rng.randint(1, 6)
 

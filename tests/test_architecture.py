@@ -1,0 +1,89 @@
+"""The storage seam holds: the database driver stays inside its backend's package, the code
+above the seam imports no database module, and ``store`` has no import circle.
+
+Imports are read from the source (every ``import`` statement, at any depth, including those
+only for type checking), so a lazy import inside a function cannot slip past.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVERS = {"apsw", "sqlite_vec"}
+ABOVE_THE_SEAM = ("backend", "retrieval", "linking", "transfer", "scoring", "filters", "scope", "clock", "records")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """The modules a source file imports, as absolute dotted names (``from . import x`` gives
+    both the package and ``package.x``, since x may be a module)."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def sources(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("folder", ["store", "mcp_server"])
+def test_the_database_driver_is_imported_only_by_the_sqlite_backend(folder: str) -> None:
+    outside = {
+        module_name(path): sorted(name for name in imports(path) if name.split(".")[0] in DRIVERS)
+        for path in sources(folder) if not path.is_relative_to(ROOT / "store" / "sqlite")
+    }
+    assert {module: names for module, names in outside.items() if names} == {}
+
+
+def test_the_code_above_the_seam_imports_no_database_module() -> None:
+    for name in ABOVE_THE_SEAM:
+        found = imports(ROOT / "store" / f"{name}.py")
+        database = sorted(module for module in found if module.split(".")[0] in DRIVERS
+                          or module == "store.sqlite" or module.startswith("store.sqlite."))
+        assert database == [], f"store.{name} imports {database}"
+
+
+def test_store_has_no_import_circle() -> None:
+    modules = {module_name(path): path for path in sources("store")}
+    graph = {name: {found for found in imports(path) if found in modules and found != name}
+             for name, path in modules.items()}
+    # a package's own __init__ importing its modules is how packages work; a circle through
+    # one is still a circle between the modules, so only the modules' own edges count
+    packages = {name for name, path in modules.items() if path.name == "__init__.py"}
+    graph = {name: edges - packages for name, edges in graph.items() if name not in packages}
+    state: dict[str, str] = {}
+    circle: list[str] = []
+
+    def visit(name: str, trail: list[str]) -> bool:
+        state[name] = "open"
+        for following in sorted(graph.get(name, ())):
+            if state.get(following) == "open":
+                circle.extend([*trail[trail.index(following):], following] if following in trail else [name, following])
+                return True
+            if following not in state and visit(following, [*trail, following]):
+                return True
+        state[name] = "done"
+        return False
+
+    for name in sorted(graph):
+        if name not in state and visit(name, [name]):
+            break
+    assert circle == []
