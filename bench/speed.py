@@ -33,7 +33,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import coldstart, locomo, report, stdio  # noqa: E402
+from bench import coldstart, locomo, report, sqlite_file, stdio  # noqa: E402
 from bench.stages import ADD_STAGES, PARALLEL_PARTS, SEARCH_STAGES, StageClock  # noqa: E402
 from store import Config, Engine, load_config, scoring  # noqa: E402
 from store.embeddings import Embedder, open_embedder  # noqa: E402
@@ -190,13 +190,8 @@ def measure_search(engine: Engine, questions: Sequence[str], run: SearchRun, war
 
 def stored_vectors(engine: Engine) -> np.ndarray:
     """Every vector of the benchmark scope, read back from ``memory_vectors``."""
-    from store import connection
-
-    conn = connection.connect(engine.path)
-    try:
-        rows = conn.execute("SELECT embedding FROM memory_vectors WHERE user_id = ?", (SCOPE,)).fetchall()
-    finally:
-        conn.close()
+    with sqlite_file.reading(engine.backend.path) as view:
+        rows = view.conn.execute("SELECT embedding FROM memory_vectors WHERE user_id = ?", (SCOPE,)).fetchall()
     return np.frombuffer(b"".join(row[0] for row in rows), dtype=np.float32).reshape(len(rows), -1)
 
 
