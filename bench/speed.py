@@ -166,6 +166,8 @@ class SearchRun:
     build_stages: dict[str, float] = field(default_factory=dict)
     built: int = 0
     model_texts: int = 0
+    overfetch: int = 0
+    """The KNN's over-fetch at ``TOP_K`` under the searching engine's configuration: the floor's k."""
 
 
 def measure_search(engine: Engine, questions: Sequence[str], run: SearchRun, warmup: int = 10) -> None:
@@ -199,7 +201,8 @@ def measure_floors(engine: Engine, questions: Sequence[str], run: SearchRun) -> 
     """One model forward pass per query; numpy exact top-k (the KNN's over-fetch) over the stored vectors."""
     vectors = stored_vectors(engine)
     options = engine.config.search
-    k = min(scoring.internal_limit(TOP_K, options.overfetch_factor, options.overfetch_minimum), len(vectors))
+    run.overfetch = scoring.internal_limit(TOP_K, options.overfetch_factor, options.overfetch_minimum)
+    k = min(run.overfetch, len(vectors))
     for question in questions:
         started = time.perf_counter()
         (query,) = engine.embedder.embed_batch([question])
@@ -468,6 +471,7 @@ def markdown(
     if over_stdio:
         stdio_section = stdio.markdown(*over_stdio, floor_ms(runs[0]) if runs else None, targets=False)
     cold_section = coldstart.markdown(cold) if cold else ""
+    overfetch = runs[0].overfetch if runs else "k"
     return f"""## Speed and memory
 
 `{command}`
@@ -491,7 +495,7 @@ fetch, gate, fusion, result objects). "prepare" holds two things done side by si
 the engine's side thread while spaCy reads it, then the query's entities embed in one batch; their own
 times (the rows marked "side by side") overlap inside it.
 The floors are measured in the same run on the same queries: one model forward pass for the query alone,
-and numpy's exact top-{scoring.internal_limit(TOP_K)} (the KNN's over-fetch) by matrix product + `argpartition`
+and numpy's exact top-{overfetch} (the KNN's over-fetch) by matrix product + `argpartition`
 over the vectors read back from `memory_vectors`.
 
 {search_table(runs)}
