@@ -5,7 +5,7 @@
 ``bench/quality.py`` measures each configuration the engine ships by asking the engine;
 this script measures ideas the engine does not have, fast enough to try many. It builds
 (or reuses) the quality benchmark's database, then reads, for every question and through
-the engine's own ``store.retrieval`` and ``store.db`` functions, the semantic similarity
+the engine's own ``store.retrieval`` functions and snapshot reads, the semantic similarity
 of every memory of its scope, the raw BM25 of every keyword hit, and the stored entities
 each query entity matches. Each idea is a small change to how those signals become the
 three inputs of ``store.scoring.fuse``, which ranks them as the engine does.
@@ -38,11 +38,15 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 import apsw  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bench import locomo, metrics, quality, report  # noqa: E402
+from bench import locomo, metrics, quality, report, sqlite_file  # noqa: E402
 from store import Engine, load_config, retrieval, scoring  # noqa: E402
-from store import db as store_db  # noqa: E402
+from store.backend import Snapshot  # noqa: E402
 from store.embeddings import open_embedder  # noqa: E402
 from store.nlp import NLP  # noqa: E402
+from store.scope import Scope as StoreScope  # noqa: E402
+from store.sqlite.signals import fts_match_expression  # noqa: E402
+from store.sqlite.sql import scope_sql  # noqa: E402
+from store.sqlite.statements import SQLiteSnapshot  # noqa: E402
 from store.terms import plain_terms  # noqa: E402
 from store.validation import check_scope  # noqa: E402
 
@@ -71,14 +75,14 @@ class Scope:
     dated: frozenset[int]
     """The memories in which spaCy's NER finds a date or a time ("yesterday", "last May")."""
     questions: frozenset[int]
-    """The memories the engine takes for questions (``db.questions_among``)."""
+    """The memories the engine takes for questions (``Snapshot.questions_among``)."""
 
     @property
     def size(self) -> int:
         return len(self.texts)
 
     def neighbours(self, rowids: Sequence[int], step: int = 1) -> dict[int, list[int]]:
-        """The memories ``step`` before and after each rowid in the scope, as ``db.adjacent_memories``."""
+        """The memories ``step`` before and after each rowid in the scope, as ``Snapshot.adjacent_memories``."""
         return {rowid: [rowid + d for d in (-step, step) if rowid + d in self.texts] for rowid in rowids}
 
 
@@ -105,13 +109,13 @@ class Keywords:
     lemmas plus surface words (built in memory from every stored memory, so its IDF is the
     real index's)."""
 
-    def __init__(self, conn: apsw.Connection, nlp: NLP) -> None:
-        self._conn = conn
+    def __init__(self, engine: Engine, nlp: NLP) -> None:
+        self._backend = engine.backend
         self._stop_words = nlp._stop_words  # the loaded pipeline's, as for the real index's terms
         self._surface = apsw.Connection(":memory:")
         self._surface.execute("CREATE VIRTUAL TABLE surface USING fts5(terms)")
-        with self._surface:
-            for rowid, text, lemmas in conn.execute("SELECT rowid, text, text_lemmatized FROM memories"):
+        with self._surface, sqlite_file.reading(engine.backend.path) as view:
+            for rowid, text, lemmas in view.conn.execute("SELECT rowid, text, text_lemmatized FROM memories"):
                 self._surface.execute(
                     "INSERT INTO surface(rowid, terms) VALUES (?, ?)",
                     (rowid, with_surface(lemmas.split(), text, self._stop_words)),
@@ -119,12 +123,13 @@ class Keywords:
 
     def bm25(self, terms: Sequence[str], sample_id: str) -> dict[int, float]:
         scope = check_scope(sample_id, None, None)
-        return dict(store_db.bm25_memories(self._conn, terms, scope, 1_000_000, "1", []))
+        with self._backend.snapshot() as view:
+            return dict(view.bm25_memories(terms, scope, 1_000_000, None, None))
 
     def surface_bm25(self, question: Asked, scope: Scope) -> dict[int, float]:
         terms = with_surface(list(question.terms), question.text, self._stop_words).split()
         hits = self._surface.execute(
-            "SELECT rowid, -bm25(surface) FROM surface WHERE surface MATCH ?", (store_db.fts_match_expression(terms),)
+            "SELECT rowid, -bm25(surface) FROM surface WHERE surface MATCH ?", (fts_match_expression(terms),)
         )
         return {rowid: score for rowid, score in hits if rowid in scope.texts}
 
@@ -134,15 +139,17 @@ def with_surface(lemmas: list[str], text: str, stop_words: frozenset[str]) -> st
     return " ".join([*lemmas, *(word for word in plain_terms(text, stop_words) if word not in lemmas)])
 
 
-def read_scope(conn: apsw.Connection, sample_id: str, nlp: NLP) -> Scope:
-    where, params = store_db.scope_sql(check_scope(sample_id, None, None), "m")
+def read_scope(view: SQLiteSnapshot, sample_id: str, nlp: NLP) -> Scope:
+    """The conversation's memories with their lemmas and entity links, read by SQL (the
+    snapshot offers neither)."""
+    where, params = scope_sql(check_scope(sample_id, None, None), "m")
     texts, lemmas = {}, {}
-    for rowid, text, lemmatized in conn.execute(
+    for rowid, text, lemmatized in view.conn.execute(
         f"SELECT m.rowid, m.text, m.text_lemmatized FROM memories m WHERE {where} ORDER BY m.rowid", params
     ):
         texts[rowid], lemmas[rowid] = text, lemmatized
     links: dict[int, list[int]] = {}
-    for entity_id, rowid in conn.execute(
+    for entity_id, rowid in view.conn.execute(
         f"SELECT l.entity_id, l.memory_rowid FROM memory_entities l JOIN memories m ON m.rowid = l.memory_rowid "
         f"WHERE {where}",
         params,
@@ -150,13 +157,13 @@ def read_scope(conn: apsw.Connection, sample_id: str, nlp: NLP) -> Scope:
         links.setdefault(entity_id, []).append(rowid)
     docs = nlp._pipeline().pipe(texts.values(), batch_size=64)
     dated = frozenset(rowid for rowid, doc in zip(texts, docs) if any(e.label_ in ("DATE", "TIME") for e in doc.ents))
-    questions = frozenset(store_db.questions_among(conn, list(texts)))
+    questions = frozenset(view.questions_among(list(texts)))
     return Scope(texts, lemmas, {entity_id: tuple(rowids) for entity_id, rowids in links.items()}, dated, questions)
 
 
-def similarities(conn: apsw.Connection, vector: np.ndarray, rowids: Sequence[int]) -> dict[int, float]:
+def similarities(view: Snapshot, vector: np.ndarray, rowids: Sequence[int]) -> dict[int, float]:
     """Each memory's similarity to ``vector``, most similar first."""
-    distances = sorted(store_db.distances_for(conn, vector, rowids), key=lambda item: (item[1], item[0]))
+    distances = sorted(view.distances_for(vector, rowids), key=lambda item: (item[1], item[0]))
     return {rowid: scoring.similarity_from_distance(distance) for rowid, distance in distances}
 
 
@@ -164,43 +171,49 @@ def read_questions(
     engine: Engine, samples: Sequence[locomo.Sample], mapping: dict[str, dict[str, str]]
 ) -> tuple[dict[str, Scope], list[Asked]]:
     """Every question's signals over its whole scope, computed by the engine's own functions."""
-    conn, options = engine._conn, engine.config.search
+    options = engine.config.search
     scopes, asked = {}, []
-    for sample in samples:
-        scope = read_scope(conn, sample.sample_id, engine.nlp)
-        scopes[sample.sample_id] = scope
-        rowids = list(scope.texts)
-        rowid_of = {row.id: rowid for rowid, row in store_db.memories_by_rowid(conn, rowids).items()}
-        where = check_scope(sample.sample_id, None, None)
-        for question in sample.questions:
-            prepared = retrieval.prepare(
-                question.text, engine.nlp, engine.embedder, engine._names, options, engine._side
-            )
-            entities = []
-            for vector in prepared.entity_embeddings:
-                hits = store_db.knn_entities(conn, vector, where, scoring.ENTITY_SEARCH_LIMIT)
-                matched = ((entity_id, scoring.similarity_from_distance(d)) for entity_id, _, d in hits)
-                entities.append(
-                    tuple(
-                        sorted(((e, s) for e, s in matched if s >= scoring.ENTITY_MATCH_THRESHOLD), key=lambda m: -m[1])
+    with sqlite_file.reading(engine.backend.path) as view:
+        for sample in samples:
+            scope = read_scope(view, sample.sample_id, engine.nlp)
+            scopes[sample.sample_id] = scope
+            rowids = list(scope.texts)
+            rowid_of = {row.id: rowid for rowid, row in view.memories_by_rowid(rowids).items()}
+            where = check_scope(sample.sample_id, None, None)
+            for question in sample.questions:
+                prepared = retrieval.prepare(
+                    question.text, engine.nlp, engine.embedder, engine._names, options, engine._side
+                )
+                asked.append(
+                    Asked(
+                        sample_id=sample.sample_id,
+                        category=question.category,
+                        text=question.text,
+                        relevant=frozenset(rowid_of[mapping[sample.sample_id][dia]] for dia in question.evidence),
+                        terms=tuple(prepared.terms),
+                        similarity=similarities(view, prepared.embedding, rowids),
+                        bm25=dict(view.bm25_memories(prepared.terms, where, len(rowids), None, None)),
+                        entities=matched_entities(view, prepared, where),
+                        terms_similarity=similarities(
+                            view, engine.embedder.embed_batch([" ".join(prepared.terms)])[0], rowids
+                        ),
                     )
                 )
-            asked.append(
-                Asked(
-                    sample_id=sample.sample_id,
-                    category=question.category,
-                    text=question.text,
-                    relevant=frozenset(rowid_of[mapping[sample.sample_id][dia_id]] for dia_id in question.evidence),
-                    terms=tuple(prepared.terms),
-                    similarity=similarities(conn, prepared.embedding, rowids),
-                    bm25=dict(store_db.bm25_memories(conn, prepared.terms, where, len(rowids), "1", [])),
-                    entities=tuple(entities),
-                    terms_similarity=similarities(
-                        conn, engine.embedder.embed_batch([" ".join(prepared.terms)])[0], rowids
-                    ),
-                )
-            )
     return scopes, asked
+
+
+def matched_entities(
+    view: Snapshot, prepared: retrieval.PreparedQuery, where: StoreScope
+) -> tuple[tuple[tuple[int, float], ...], ...]:
+    """``Asked.entities``, by the engine's entity KNN within the conversation's scope."""
+    entities = []
+    for vector in prepared.entity_embeddings:
+        hits = view.knn_entities(vector, where, scoring.ENTITY_SEARCH_LIMIT)
+        matched = ((entity_id, scoring.similarity_from_distance(d)) for entity_id, _, d in hits)
+        entities.append(
+            tuple(sorted(((e, s) for e, s in matched if s >= scoring.ENTITY_MATCH_THRESHOLD), key=lambda m: -m[1]))
+        )
+    return tuple(entities)
 
 
 # --- from signals to a ranking --------------------------------------------------------------
@@ -594,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with Engine(base, embedder=embedder, nlp=nlp) as engine:
         mapping = quality.ingest(engine, samples)
         scopes, asked = read_questions(engine, samples, mapping)
-        keywords = Keywords(engine._conn, nlp)
+        keywords = Keywords(engine, nlp)
         threshold = engine.config.search.threshold
         print(f"signals of {len(asked)} questions read in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         outcomes = []

@@ -231,17 +231,18 @@ def diagnose(
             text_of = {turn.dia_id: turn.text for turn in sample.turns}
             dia_of = {memory_id: dia_id for dia_id, memory_id in reversed(list(ids.items()))}
             explanation = engine.explain(question.text, user_id=sample.sample_id, top_k=TOP_K)
+            scope = check_scope(sample.sample_id, None, None)
             request = retrieval.SearchRequest(
-                scope=check_scope(sample.sample_id, None, None), top_k=TOP_K, threshold=options.threshold,
-                filter_sql="1", filter_params=[], show_expired=False, options=exhaustive,
+                scope=scope, top_k=TOP_K, threshold=options.threshold, filters=None, show_expired=False,
+                options=exhaustive,
             )
             prepared = retrieval.prepare(question.text, nlp, embedder, engine._names, options, engine._side)
-            with engine._lock:  # the engine's own connection; read-only use of its signal functions
-                signals = retrieval.gather_signals(engine._conn, prepared, request)
+            with engine.backend.snapshot() as view:  # the engine's own signal reads, on one snapshot
+                signals = retrieval.gather_signals(view, prepared, request)
                 rowid_of = {
                     memory_id: row.rowid
                     for memory_id in set(ids.values())
-                    if (row := _row(engine, memory_id, sample.sample_id)) is not None
+                    if (row := view.get_memory(memory_id, scope)) is not None
                 }
             semantic_order = sorted(signals.distances, key=signals.distances.get)
             bm25_order = sorted(signals.bm25_raw, key=signals.bm25_raw.get, reverse=True)
@@ -311,12 +312,6 @@ def diagnose(
             )
     cases.sort(key=lambda case: (case["recall@10"], -_worst_rank(case)))
     return cases
-
-
-def _row(engine: Engine, memory_id: str, user_id: str):  # noqa: ANN202 - a store.db.MemoryRow
-    from store import db
-
-    return db.get_memory(engine._conn, memory_id, check_scope(user_id, None, None))
 
 
 def _rank(ranked: Sequence[str], memory_id: str) -> int | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, report, speed  # noqa: E402
+from bench import locomo, report, speed, sqlite_file  # noqa: E402
 from store import Engine, load_config  # noqa: E402
 from store.embeddings import packaged_model_path  # noqa: E402
 from store.engine import MemoryInput  # noqa: E402
@@ -58,9 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for lo in range(0, len(texts), speed.BUILD_CHUNK):
                 batch = list(texts)[lo : lo + speed.BUILD_CHUNK]
                 engine.add_many([MemoryInput(text) for text in batch], user_id=speed.SCOPE)
-            with engine._reading() as conn:
-                memory_texts = [row[0] for row in conn.execute("SELECT text FROM memories")]
-                names = [row[0] for row in conn.execute("SELECT normalized FROM entities")]
+            with sqlite_file.reading(engine.backend.path) as view:
+                memory_texts = [row[0] for row in view.conn.execute("SELECT text FROM memories")]
+                names = [row[0] for row in view.conn.execute("SELECT normalized FROM entities")]
 
         floors = [measure(lambda: target.embed_batch(memory_texts + names))]
         with Engine(base.replace("store", embedding_model=str(folder)), embedder=target, nlp=nlp,

@@ -33,7 +33,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import coldstart, locomo, report, stdio  # noqa: E402
+from bench import coldstart, locomo, report, sqlite_file, stdio  # noqa: E402
 from bench.stages import ADD_STAGES, PARALLEL_PARTS, SEARCH_STAGES, StageClock  # noqa: E402
 from store import Config, Engine, load_config, scoring  # noqa: E402
 from store.embeddings import Embedder, open_embedder  # noqa: E402
@@ -166,6 +166,8 @@ class SearchRun:
     build_stages: dict[str, float] = field(default_factory=dict)
     built: int = 0
     model_texts: int = 0
+    overfetch: int = 0
+    """The KNN's over-fetch at ``TOP_K`` under the searching engine's configuration: the floor's k."""
 
 
 def measure_search(engine: Engine, questions: Sequence[str], run: SearchRun, warmup: int = 10) -> None:
@@ -190,13 +192,8 @@ def measure_search(engine: Engine, questions: Sequence[str], run: SearchRun, war
 
 def stored_vectors(engine: Engine) -> np.ndarray:
     """Every vector of the benchmark scope, read back from ``memory_vectors``."""
-    from store import connection
-
-    conn = connection.connect(engine.path)
-    try:
-        rows = conn.execute("SELECT embedding FROM memory_vectors WHERE user_id = ?", (SCOPE,)).fetchall()
-    finally:
-        conn.close()
+    with sqlite_file.reading(engine.backend.path) as view:
+        rows = view.conn.execute("SELECT embedding FROM memory_vectors WHERE user_id = ?", (SCOPE,)).fetchall()
     return np.frombuffer(b"".join(row[0] for row in rows), dtype=np.float32).reshape(len(rows), -1)
 
 
@@ -204,7 +201,8 @@ def measure_floors(engine: Engine, questions: Sequence[str], run: SearchRun) -> 
     """One model forward pass per query; numpy exact top-k (the KNN's over-fetch) over the stored vectors."""
     vectors = stored_vectors(engine)
     options = engine.config.search
-    k = min(scoring.internal_limit(TOP_K, options.overfetch_factor, options.overfetch_minimum), len(vectors))
+    run.overfetch = scoring.internal_limit(TOP_K, options.overfetch_factor, options.overfetch_minimum)
+    k = min(run.overfetch, len(vectors))
     for question in questions:
         started = time.perf_counter()
         (query,) = engine.embedder.embed_batch([question])
@@ -473,6 +471,7 @@ def markdown(
     if over_stdio:
         stdio_section = stdio.markdown(*over_stdio, floor_ms(runs[0]) if runs else None, targets=False)
     cold_section = coldstart.markdown(cold) if cold else ""
+    overfetch = runs[0].overfetch if runs else "k"
     return f"""## Speed and memory
 
 `{command}`
@@ -496,7 +495,7 @@ fetch, gate, fusion, result objects). "prepare" holds two things done side by si
 the engine's side thread while spaCy reads it, then the query's entities embed in one batch; their own
 times (the rows marked "side by side") overlap inside it.
 The floors are measured in the same run on the same queries: one model forward pass for the query alone,
-and numpy's exact top-{scoring.internal_limit(TOP_K)} (the KNN's over-fetch) by matrix product + `argpartition`
+and numpy's exact top-{overfetch} (the KNN's over-fetch) by matrix product + `argpartition`
 over the vectors read back from `memory_vectors`.
 
 {search_table(runs)}

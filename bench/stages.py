@@ -1,11 +1,12 @@
 """Time the stages of an engine call from outside, without changing the engine.
 
 The engine has no timing hook, so while a ``StageClock`` is active it replaces a few
-module functions (``store.db.knn_memories``, ``store.retrieval.entity_boosts``, …) and
-the model objects' methods with wrappers that add their wall time to a named stage,
-then puts the originals back. The engine's own code runs unchanged: stages are the
-real calls of one real ``Engine.search`` / ``Engine.add_many``, and whatever is not
-inside a wrapped function (validation, fusion, row assembly, SQL writes) is the rest.
+functions (``store.retrieval.entity_boosts``, the SQLite snapshot's signal reads such as
+``store.sqlite.signals.SignalReads.knn_memories``, …) and the model objects' methods with
+wrappers that add their wall time to a named stage, then puts the originals back. The
+engine's own code runs unchanged: stages are the real calls of one real ``Engine.search``
+/ ``Engine.add_many``, and whatever is not inside a wrapped function (validation, fusion,
+row assembly, SQL writes) is the rest.
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from store import db, retrieval
+from store import retrieval
 from store.engine import Engine
+from store.sqlite.signals import SignalReads
 
 SEARCH_STAGES = {
     "prepare (NLP ∥ query embedding)": (retrieval, "prepare"),
     "query embedding": ("embedder", "embed_batch"),
     "lemmatize + entities": ("nlp", "analyze_query"),
-    "vector KNN": (db, "knn_memories"),
-    "FTS5": (db, "bm25_memories"),
+    "vector KNN": (SignalReads, "knn_memories"),
+    "FTS5": (SignalReads, "bm25_memories"),
     "entity lookup": (retrieval, "entity_boosts"),
-    "union distances": (db, "distances_for"),
+    "union distances": (SignalReads, "distances_for"),
 }
 """Stage name → (object, attribute) timed during a search; ``"embedder"``/``"nlp"`` mean the engine's.
 

@@ -29,8 +29,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, report, speed  # noqa: E402
-from store import Engine, MemoryInput, connection, load_config  # noqa: E402
+from bench import locomo, report, speed, sqlite_file  # noqa: E402
+from store import Engine, MemoryInput, load_config  # noqa: E402
 from store.nlp import NLP  # noqa: E402
 from store.transfer import CHUNK, MEMORY_KEYS  # noqa: E402
 
@@ -39,16 +39,12 @@ SCOPE = "transfer"
 
 def bare_select(path: Path, target: Path) -> int:
     """The export floor: every memory row read in one transaction and written as JSON, nothing else."""
-    conn = connection.connect(path)
     columns = MEMORY_KEYS
     count = 0
-    try:
-        with connection.read_transaction(conn), target.open("w", encoding="utf-8") as out:
-            for row in conn.execute(f"SELECT {', '.join(columns)} FROM memories ORDER BY rowid"):
-                out.write(json.dumps(dict(zip(columns, row)), ensure_ascii=False) + "\n")
-                count += 1
-    finally:
-        conn.close()
+    with sqlite_file.reading(path) as view, target.open("w", encoding="utf-8") as out:
+        for row in view.conn.execute(f"SELECT {', '.join(columns)} FROM memories ORDER BY rowid"):
+            out.write(json.dumps(dict(zip(columns, row)), ensure_ascii=False) + "\n")
+            count += 1
     return count
 
 
@@ -92,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     out.writelines(source.export())
 
             export_s, _ = timed(export)
-            floor_s, selected = timed(lambda: bare_select(source.path, work / "bare.jsonl"))
+            floor_s, selected = timed(lambda: bare_select(source.backend.path, work / "bare.jsonl"))
             check_s, checked = timed(lambda: target.import_memories(export_path, dry_run=True))
             import_s, imported = timed(lambda: target.import_memories(export_path))
             print(f"  import: {import_s:.1f} s", file=sys.stderr, flush=True)

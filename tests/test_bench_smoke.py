@@ -15,7 +15,7 @@ import pytest
 from bench import ideas, locomo, metrics, quality, ranking_cost, report, speed
 from bench.stages import SEARCH_STAGES, StageClock
 from store import Config, Engine, MemoryInput
-from store import db as store_db
+from store.sqlite.signals import SignalReads
 
 # --- metrics, computed by hand ---------------------------------------------------------------
 
@@ -114,12 +114,12 @@ def test_stage_clock_times_a_real_search_and_restores_the_engine(engine: Engine)
     engine.add("Ana is allergic to peanuts", user_id="ana")
     clock = StageClock()
     embed = engine.embedder.embed_batch
-    knn = store_db.knn_memories
+    knn = SignalReads.knn_memories
     with clock.active(engine, SEARCH_STAGES):
         engine.search("peanut allergy", user_id="ana")
     parts = clock.reset()
     assert {"query embedding", "lemmatize + entities", "vector KNN", "FTS5"} <= set(parts)
-    assert store_db.knn_memories is knn  # the very function, not a wrapper that copied its name
+    assert SignalReads.knn_memories is knn  # the very function, not a wrapper that copied its name
     assert "embed_batch" not in vars(engine.embedder) and engine.embedder.embed_batch == embed
 
 
@@ -160,8 +160,9 @@ def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embed
     with Engine(config, embedder=embedder, nlp=nlp) as engine:
         mapping = quality.ingest(engine, [tiny])
         scopes, asked = ideas.read_questions(engine, [tiny], mapping)
-        keywords = ideas.Keywords(engine._conn, nlp)
-        rows = store_db.memories_by_rowid(engine._conn, list(scopes["conv-30"].texts))
+        keywords = ideas.Keywords(engine, nlp)
+        with engine.backend.snapshot() as view:
+            rows = view.memories_by_rowid(list(scopes["conv-30"].texts))
         rowid_of = {row.id: rowid for rowid, row in rows.items()}
         threshold = engine.config.search.threshold
         searched = [
