@@ -193,7 +193,8 @@ class ImportReport:
     """Records that named their own user_id, agent_id or run_id, and kept it."""
     import_scope: int
     """Records that named none, and went to ``default_scope``, the import's."""
-    default_scope: Scope | None
+    default_scope: dict[str, str] | None
+    """The ids the import named, if any."""
 
 
 def read_export(path: Path) -> Source:
@@ -306,7 +307,8 @@ def _report(source: Source, counts: Counter[str], default_scope: Scope | None, d
         source=source.name, read=counts["read"], imported=counts["ADD"], skipped_same_id=counts["SAME_ID"],
         skipped_same_text=counts["DUPLICATE"], history_events=counts["events"], dry_run=dry_run,
         embedding_model=source.embedding_model, mapped=dict(source.mapped), skipped=dict(source.skipped),
-        own_scope=counts["own_scope"], import_scope=counts["import_scope"], default_scope=default_scope,
+        own_scope=counts["own_scope"], import_scope=counts["import_scope"],
+        default_scope=None if default_scope is None else default_scope.named(),
     )
 
 
