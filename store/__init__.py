@@ -1,4 +1,4 @@
-"""trimem's engine: memories in one SQLite file, recalled by meaning, keywords and entities.
+"""trimem's engine: memories in a store (one SQLite file by default), recalled by meaning, keywords and entities.
 
 Importing this package loads no model, no database driver and opens no file: the
 names below resolve on first use, so ``import store.scoring`` stays pure and the MCP
