@@ -97,9 +97,9 @@ class SQLiteBackend:
         schema.require_model(conn, self._model, self._dimension)
 
     def status(self) -> dict[str, Any]:
-        with self._reader() as conn:
-            return {"database": self.location, **connection.versions(conn), **schema.meta(conn),
-                    "counts": SQLiteSnapshot(conn).counts()}
+        with self.snapshot() as view:
+            return {"database": self.location, **connection.versions(view.conn), **schema.meta(view.conn),
+                    "counts": view.counts()}
 
     def size_bytes(self) -> int:
         files = [self.path, Path(f"{self.path}-wal")]

@@ -26,7 +26,7 @@ from ..linking import link_entities
 from ..nlp import NLP, Analysis
 from ..records import RepairReport, Violation
 from . import connection, probes, schema
-from .statements import SQLiteTransaction
+from .statements import SQLiteSnapshot, SQLiteTransaction
 
 _CHUNK = 500
 """Rowids per ``IN (…)`` read, well under SQLite's bound-parameter limit."""
@@ -124,7 +124,9 @@ class _Plan:
 
 def _plan(conn: apsw.Connection) -> _Plan:
     rowids = [row[0] for name in ("memory_without_vector", "vector_scope") for row in probes.probe(conn, name)]
-    rows = [row for lo in range(0, len(rowids), _CHUNK) for row in probes.memory_rows(conn, rowids[lo : lo + _CHUNK])]
+    snapshot = SQLiteSnapshot(conn)
+    rows = [row for lo in range(0, len(rowids), _CHUNK)
+            for _, row in sorted(snapshot.memories_by_rowid(rowids[lo : lo + _CHUNK]).items())]
     return _Plan(rows, _entities_to_embed(conn), probes.memories_without_links(conn))
 
 

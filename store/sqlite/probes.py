@@ -133,12 +133,6 @@ def memories_without_links(conn: apsw.Connection) -> list[MemoryRow]:
     ]
 
 
-def memory_rows(conn: apsw.Connection, rowids: Sequence[int]) -> list[MemoryRow]:
-    """Rows for rowids, in rowid order (missing ones skipped)."""
-    rows = conn.execute(f"SELECT {memory_columns()} FROM memories WHERE rowid IN ({marks(rowids)})", tuple(rowids))
-    return sorted((memory_row(row) for row in rows), key=lambda row: row.rowid)
-
-
 def entity_names(conn: apsw.Connection, entity_ids: Sequence[int]) -> dict[int, str]:
     """Normalised text of entities by id (what their vectors embed)."""
     if not entity_ids:
