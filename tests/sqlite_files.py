@@ -3,24 +3,8 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
-import apsw
-
 from store import Engine
 from store.sqlite import connection
-
-
-@contextlib.contextmanager
-def reading(engine: Engine) -> Iterator[apsw.Connection]:
-    """A connection of its own to the engine's file, inside one read transaction."""
-    conn = connection.connect(engine.backend.path)
-    try:
-        with connection.read_transaction(conn):
-            yield conn
-    finally:
-        conn.close()
 
 
 def execute(engine: Engine, sql: str, bindings: tuple[object, ...] = ()) -> list[tuple[object, ...]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sqlite_files import reading
+from sqlite_files import execute
 from store import Config, Engine, InvalidArgument, MemoryInput, SchemaMismatch
 from store.sqlite import connection, reembed
 from store.embeddings import OnnxEmbedder, packaged_model_path
@@ -94,10 +94,8 @@ def ranking(engine: Engine, query: str) -> list[tuple[str, float]]:
 
 def stored_vectors_match_texts(engine: Engine) -> None:
     """Every memory's stored vector is the model's vector of its current text."""
-    with reading(engine) as conn:
-        rows = conn.execute(
-            "SELECT m.text, v.embedding FROM memories m JOIN memory_vectors v ON v.memory_rowid = m.rowid"
-        ).fetchall()
+    rows = execute(engine, "SELECT m.text, v.embedding FROM memories m "
+                           "JOIN memory_vectors v ON v.memory_rowid = m.rowid")
     stored = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in rows])
     fresh = engine.embedder.embed_batch([text for text, _ in rows])
     assert np.allclose(stored, fresh, atol=1e-4)
@@ -109,8 +107,7 @@ def interrupt(done: int, total: int) -> None:
 
 
 def leftovers(engine: Engine) -> list[str]:
-    with reading(engine) as conn:
-        return [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'reembed%'")]
+    return [row[0] for row in execute(engine, "SELECT name FROM sqlite_master WHERE name LIKE 'reembed%'")]
 
 
 def test_reembed_changes_the_dimension_and_only_the_new_model_opens(
@@ -185,9 +182,8 @@ def test_writes_of_other_processes_during_a_reembed_are_caught(
     its current text; the old engine is refused from then on."""
     monkeypatch.setattr(reembed, "CHUNK", 2)
     engine.add_many([MemoryInput(text) for text in FACTS], user_id="ana")
-    with reading(engine) as conn:  # the first chunk takes the lowest rowids
-        (first, first_text), (second, second_text) = conn.execute(
-            "SELECT id, text FROM memories ORDER BY rowid LIMIT 2").fetchall()
+    # the first chunk takes the lowest rowids
+    (first, first_text), (second, second_text) = execute(engine, "SELECT id, text FROM memories ORDER BY rowid LIMIT 2")
     calls = []
 
     def meanwhile(done: int, total: int) -> None:
