@@ -32,8 +32,8 @@ from .filters import parse_filters
 from .linking import link_entities
 from .nlp import NLP, Analysis
 from .records import (
-    MESSAGE_ROLES, SHORT_ID_CHARS, SKIPPED_ROLES, AddedMemory, Explanation, HistoryEvent, Memory, ReembedReport, RepairReport,
-    ScopeCount, SearchHit, SentRole, Violation,
+    MESSAGE_ROLES, SHORT_ID_CHARS, SKIPPED_ROLES, AddedMemory, Explanation, HistoryEvent, Memory, ReembedReport,
+    RepairReport, ScopeCount, SearchHit, SentRole, Violation,
 )
 from .scope import EVERY_SCOPE, Scope
 from .validation import (
@@ -53,6 +53,7 @@ from .validation import (
 )
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class MemoryInput:

@@ -62,7 +62,9 @@ def test_delete_leaves_no_orphan_vector_fts_row_or_entity(engine: Engine, db_pat
     assert counts["memories"] == counts["memory_vectors"] == 1
     assert counts["entities"] == counts["entity_vectors"]
     assert fts_rowids(db_path) == {row[0] for row in execute(engine, "SELECT rowid FROM memories")}
-    (orphans,), = execute(engine, "SELECT count(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)")
+    ((orphans,),) = execute(
+        engine, "SELECT count(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)"
+    )
     assert orphans == 0
     names = {row[0] for row in execute(engine, "SELECT normalized FROM entities")}
     assert "louvre" not in names and "paris" not in names

@@ -1,10 +1,10 @@
 """Changing a database's embedding model: re-embed every memory and entity, then switch.
 
 The new vectors go into twin tables beside the live ones, filled in committed chunks, so an
-interrupted run keeps its work and a rerun embeds only what is still missing. Until the switch every other process reads and
-writes the live tables with the old model; triggers on ``memories`` and ``entities``
-drop a twin vector whose text changes or whose row goes, so nothing they do leaves the
-twins stale. The switch is one write transaction: embed what other writers added since
+interrupted run keeps its work and a rerun embeds only what is still missing. Until the
+switch every other process reads and writes the live tables with the old model; triggers
+on ``memories`` and ``entities`` drop a twin vector whose text changes or whose row goes,
+so nothing they do leaves the twins stale. The switch is one write transaction: embed what other writers added since
 the last chunk, check that every memory and entity has exactly one new vector and that a
 KNN search finds a memory by its own text, then replace the live tables and record the
 new model in ``meta``. A crash anywhere before its ``COMMIT`` leaves the old index in use.
