@@ -40,10 +40,6 @@ class Scope:
         """All three ids, ``""`` for one not named (the exact reading: where a memory is filed)."""
         return astuple(self)
 
-    def holds(self, other: Scope) -> bool:
-        """Whether a memory filed under ``other`` is within this scope."""
-        return all(getattr(other, key) == value for key, value in self.named().items())
-
     def __bool__(self) -> bool:
         return any(astuple(self))
 

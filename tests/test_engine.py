@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from store import Engine, InvalidArgument, MemoryInput, NotFound, SchemaMismatch
+from store.backend import Unsupported
 from store.config import load_config
 
 
@@ -250,3 +251,15 @@ def test_a_memorys_entities_and_the_memories_linked_to_an_entity(engine: Engine)
         engine.entities(lisbon.id, user_id="bob")
     with pytest.raises(InvalidArgument, match="^entity is empty; send the entity's name$"):
         engine.list_by_entity(" ", user_id="ana")
+
+
+def test_a_capability_the_backend_lacks_is_refused_before_anything_starts(engine: Engine) -> None:
+    """A backend declares what it can do; the engine asks before it starts, so nothing is half done."""
+    engine.add("Ana likes kayaking", user_id="ana")
+    before = engine.status()["counts"]
+    engine.backend.capabilities = frozenset({"check", "repair", "backup"})
+    refusal = r"^re-embedding is not available on .*memories\.db: this database cannot reembed$"
+    with pytest.raises(Unsupported, match=refusal):
+        engine.reembed()
+    assert engine.status()["counts"] == before
+    assert engine.check() == []
