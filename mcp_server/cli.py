@@ -85,11 +85,12 @@ def take_back_stdout(size: int | None) -> None:
     "--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A TOML file overriding configs/default.toml (same sections and keys).",
 )
-@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), help="The database file to use.")
+@click.option("--db", "database", metavar="PATH|URL",
+              help="The database to use: an SQLite file, or a postgresql:// URL (store.database_url).")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), help="Logging to stderr.")
 @click.version_option(package_name="trimem")
 @click.pass_context
-def cli(ctx: click.Context, config_path: Path | None, db_path: Path | None, log_level: str | None) -> None:
+def cli(ctx: click.Context, config_path: Path | None, database: str | None, log_level: str | None) -> None:
     """trimem: long-term memory for AI assistants, in one local SQLite file.
 
     Configuration comes from configs/default.toml, then --config, then TRIMEM_*
@@ -97,11 +98,11 @@ def cli(ctx: click.Context, config_path: Path | None, db_path: Path | None, log_
     """
     with engine_errors(options=False):
         config = load_config(config_path)
-    ctx.meta["trimem.config_sources"] = config_sources(config_path, {"--db": db_path, "--log-level": log_level})
+    ctx.meta["trimem.config_sources"] = config_sources(config_path, {"--db": database, "--log-level": log_level})
     for warning in unknown_variables():
         click.echo(f"warning: {warning}", err=True)
-    if db_path is not None:
-        config = config.replace("store", db_path=str(db_path))
+    if database is not None:
+        config = config.using(database)
     if log_level is not None:
         config = config.replace("server", log_level=log_level.upper())
     # Configure before the MCP SDK does, so every record goes to stderr in one plain format.
@@ -171,7 +172,7 @@ def open_engine(config: Config, *, create: bool = False) -> Iterator[Any]:
     where there is none yet; every other command says there is none and creates nothing."""
     from store.engine import Engine  # numpy and apsw: only for commands that use the database
 
-    new = not config.database.exists()
+    new = not config.store.database_url and not config.database.exists()
     with engine_errors(), Engine(config, create=create) as engine:
         if new:  # a mistyped --db or TRIMEM_DB_PATH would otherwise look like an empty memory
             click.echo(f"created new database at {config.database}", err=True)
@@ -543,7 +544,7 @@ def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id
         scope = named_scope(config, user_id, agent_id, run_id)
     if not yes:
         named = ", ".join(f"{key}={value!r}" for key, value in scope.items())
-        click.confirm(f"Forget every memory of {in_cli_words(named)} in {config.database}?", abort=True)
+        click.confirm(f"Forget every memory of {in_cli_words(named)} in {config.location}?", abort=True)
     from .models import DeletedCount
 
     with open_engine(config) as engine:
@@ -684,8 +685,11 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
                         "torch": package_version("torch"), "onnxruntime": package_version("onnxruntime"),
                         "spacy": package_version("spacy")}
             sources = click.get_current_context().meta.get("trimem.config_sources", [])
-            emit({"binding": "apsw", "versions": versions, **engine.status(),
-                  "configuration": {"sources": sources, "settings": dataclasses.asdict(config)}}, tables.outline)
+            settings = dataclasses.asdict(config)
+            if config.store.database_url:  # the URL may hold a password
+                settings["store"]["database_url"] = config.location
+            emit({"versions": versions, **engine.status(),
+                  "configuration": {"sources": sources, "settings": settings}}, tables.outline)
 
 
 def model_reference(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -724,7 +728,7 @@ def reembed(config: Config, model: str, backend: str | None) -> None:
         if bar is not None:
             bar.render_finish()
     echo_json(report)
-    click.echo(f"{config.database} now uses '{model}'. Set it in your configuration (store.embedding_model = "
+    click.echo(f"{config.location} now uses '{model}'. Set it in your configuration (store.embedding_model = "
                f"{json.dumps(model)} in the --config file, or TRIMEM_EMBEDDING_MODEL) and restart running servers: "
                "a database opens only with the model it records.", err=True)
 

@@ -89,8 +89,8 @@ class State:
             self._error = exc
             return
         except Exception as exc:  # what no check foresaw: the log keeps the traceback, the caller a reason
-            log.exception("opening %s failed", self._config.database)
-            self._error = TrimemError(f"the database {self._config.database} could not be opened ({exc})")
+            log.exception("opening %s failed", self._config.location)
+            self._error = TrimemError(f"the database {self._config.location} could not be opened ({exc})")
             return
         finally:
             self._opened.set()

@@ -43,6 +43,15 @@ CAPABILITIES: tuple[Capability, ...] = ("check", "repair", "reembed", "backup")
 """What a backend may lack: a consistency check, repair of derived rows, re-embedding with
 another model in place, and an online copy to a file."""
 
+WAYS_AROUND: dict[Capability, str] = {
+    "check": "this database has no consistency check",
+    "repair": "this database cannot rebuild derived rows; export its memories and import them into a new one",
+    "reembed": "this database cannot be re-embedded in place; export its memories and import them into a new "
+               "database configured with the new model",
+    "backup": "copy it with the database's own tools (for PostgreSQL, pg_dump: docs/postgres.md)",
+}
+"""What a person can do instead when a backend lacks a capability."""
+
 Progress = Callable[[int, int], None]
 """Called after each committed chunk of long work with (done so far, to do in all)."""
 
@@ -270,5 +279,5 @@ class Backend(Protocol):
 def require(backend: Backend, capability: Capability, doing: str) -> None:
     """Refuse ``doing`` up front when the backend lacks ``capability``."""
     if capability not in backend.capabilities:
-        raise Unsupported(f"{doing} is not available on {backend.location}: this database cannot {capability}")
+        raise Unsupported(f"{doing} is not available on {backend.location}: {WAYS_AROUND[capability]}")
 

@@ -45,6 +45,8 @@ MEM0_RANKING: dict[str, Any] = {
 @dataclass(frozen=True)
 class StoreConfig:
     db_path: str
+    database_url: str
+    database_pool_size: int
     embedding_model: str
     spacy_pipeline: str
     embedding_backend: EmbeddingBackend
@@ -103,6 +105,12 @@ class Config:
         return data_dir() / "memories.db"
 
     @property
+    def location(self) -> str:
+        """Where the memories are, as messages name it: the database file, or the PostgreSQL
+        server and database (never a password)."""
+        return database_location(self.store.database_url) if self.store.database_url else str(self.database)
+
+    @property
     def model_cache_dir(self) -> Path:
         """Where exported model copies live: the configured folder, else ``onnx`` in the user's
         cache folder, which every database and data folder of the user shares."""
@@ -112,9 +120,32 @@ class Config:
 
         return Path(platformdirs.user_cache_dir("trimem", appauthor=False)) / "onnx"
 
+    def using(self, database: str) -> Config:
+        """A copy that stores memories in ``database``: a ``postgresql://`` URL, or an SQLite file
+        (``trimem --db`` takes either)."""
+        if database.startswith(POSTGRES_SCHEMES):
+            return self.replace("store", database_url=database)
+        return self.replace("store", db_path=database, database_url="")
+
     def replace(self, section: str, **values: Any) -> Config:
         """A copy with some keys of one section changed (flags, tests, benchmark ablations)."""
         return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **values)})
+
+
+def database_location(url: str) -> str:
+    """A PostgreSQL URL as a person may see it: user, host, port and database, without the
+    password (a server reached by socket names the socket's folder, from ``?host=``)."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    socket = urllib.parse.parse_qs(parts.query).get("host", [""])[0]
+    host = parts.hostname or socket or "localhost"
+    user = f"{urllib.parse.unquote(parts.username)}@" if parts.username else ""
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # not a number: libpq will say so when it connects
+        port = ""
+    return f"postgresql://{user}{host}{port}{parts.path}"
 
 
 SECTIONS: dict[str, type] = {
@@ -221,6 +252,7 @@ def _build(raw: dict[str, dict[str, Any]]) -> Config:
     return config
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -249,6 +281,13 @@ def _check(config: Config) -> None:
     """Refuse, at start-up, values that would make calls fail later (or silently misbehave)."""
     _check_types(config)
     search, limits, server = config.search, config.limits, config.server
+    if config.store.database_url and not config.store.database_url.startswith(POSTGRES_SCHEMES):
+        scheme = config.store.database_url.partition(":")[0]  # the rest may hold a password
+        raise InvalidArgument(
+            f"configuration [store] database_url starts with {shown(scheme)}, not postgresql://: trimem stores "
+            f"memories in PostgreSQL, or in the SQLite file at db_path when it is empty (set it in a --config file "
+            f"or {ENV_PREFIX}DATABASE_URL)"
+        )
     if config.store.embedding_backend not in EMBEDDING_BACKENDS:
         raise _refuse("store", "embedding_backend", config.store.embedding_backend,
                       f"use one of {', '.join(EMBEDDING_BACKENDS)}")
@@ -278,7 +317,7 @@ def _check(config: Config) -> None:
     for section, name in (
         ("limits", "max_text_chars"), ("limits", "max_top_k"), ("limits", "max_metadata_bytes"),
         ("search", "overfetch_factor"), ("search", "overfetch_minimum"),
-        ("server", "max_result_chars"), ("store", "inference_threads"),
+        ("server", "max_result_chars"), ("store", "inference_threads"), ("store", "database_pool_size"),
     ):
         value = getattr(getattr(config, section), name)
         if value < 1:

@@ -27,7 +27,7 @@ from .backend import (
 from .config import Config
 from .embeddings import Embedder, NameVectors, open_embedder
 from .entities import normalize_entity
-from .errors import InvalidArgument, NotFound, shown
+from .errors import InvalidArgument, NotFound, TrimemError, shown
 from .filters import parse_filters
 from .linking import link_entities
 from .nlp import NLP, Analysis
@@ -98,7 +98,19 @@ def open_backend(
     """The store the configuration names, ready for use, recording (or checking) the embedding
     ``model`` and its ``dimension``; ``check_model`` false only to re-embed it with another
     model, and without ``create`` a store that does not exist yet is refused, not made."""
-    from .sqlite import SQLiteBackend  # the driver loads only when a store is opened
+    if config.store.database_url:
+        try:
+            from .postgres import PostgresBackend  # the driver loads only when a store is opened
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("psycopg", "psycopg_pool", "pgvector"):
+                raise
+            raise TrimemError(
+                f"store.database_url names PostgreSQL, but its driver is not installed ({exc.name}): "
+                "pip install 'trimem[postgres]'"
+            ) from None
+        return PostgresBackend(config.store.database_url, model, dimension, pool_size=config.store.database_pool_size,
+                               check_model=check_model, create=create)
+    from .sqlite import SQLiteBackend
 
     return SQLiteBackend(config.database, model, dimension, check_model=check_model, create=create)
 

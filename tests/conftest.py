@@ -119,9 +119,18 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def config(backend: str, db_path: Path, model_cache: Path) -> Config:
-    """The configuration of a store of ``backend`` of its own, and the session's model cache."""
-    return load_config(environ={}).replace("store", db_path=str(db_path), model_cache=str(model_cache))
+def config(backend: str, db_path: Path, model_cache: Path, request: pytest.FixtureRequest) -> Config:
+    """The configuration of a store of ``backend`` of its own (a database of its own on the test
+    server for PostgreSQL), and the session's model cache."""
+    url = request.getfixturevalue("postgres_url") if backend == "postgres" else ""
+    return load_config(environ={}).replace("store", db_path=str(db_path), database_url=url,
+                                           model_cache=str(model_cache))
+
+
+@pytest.fixture
+def db_arg(config: Config) -> str:
+    """What ``trimem --db`` is given for the store of ``config``: its file, or its PostgreSQL URL."""
+    return config.store.database_url or config.store.db_path
 
 
 @pytest.fixture
@@ -136,3 +145,15 @@ def engine_factory(embedder: OnnxEmbedder, nlp: NLP) -> Callable[[Config], Engin
     """Opens an engine on any configuration with the session's models: what the MCP server's
     lifespan and the CLI are given in tests, so they skip the model load."""
     return lambda config, **options: Engine(config, embedder=embedder, nlp=nlp, **options)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the runs of a test on backends its ``only_on`` marker does not name."""
+    kept, left_out = [], []
+    for item in items:
+        marker = item.get_closest_marker("only_on")
+        backend = getattr(item, "callspec", None) and item.callspec.params.get("backend")
+        (left_out if marker and backend and backend not in marker.args else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept

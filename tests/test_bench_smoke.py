@@ -110,6 +110,7 @@ def test_the_speed_corpus_is_distinct_real_turns():
     assert texts[0] == samples[0].turns[0].text
 
 
+@pytest.mark.only_on("sqlite")
 def test_stage_clock_times_a_real_search_and_restores_the_engine(engine: Engine):
     engine.add("Ana is allergic to peanuts", user_id="ana")
     clock = StageClock()
@@ -153,6 +154,7 @@ def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
     assert text.count("<!-- quality:start -->") == 1 and "speed figures" in text and "stale-quality-figures" not in text
 
 
+@pytest.mark.only_on("sqlite")
 def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embedder, nlp):
     """On a slice that fits in one over-fetch, the rescored default is the engine's ranking."""
     (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]

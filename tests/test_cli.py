@@ -17,7 +17,7 @@ from store.scoring import KEYWORD_SOURCES
 
 
 @pytest.fixture
-def run(db_path: Path, config: Config, engine_factory: Callable[[Config], Engine],
+def run(db_arg: str, config: Config, engine_factory: Callable[[Config], Engine],
         monkeypatch: pytest.MonkeyPatch) -> Callable:
     """``run(*args)``: invoke ``trimem --db <tmp> args`` in process, with the session's models, on
     an empty database (a read creates none)."""
@@ -26,7 +26,7 @@ def run(db_path: Path, config: Config, engine_factory: Callable[[Config], Engine
     monkeypatch.setattr("store.engine.Engine", engine_factory)
 
     def invoke(*args: str, ok: bool = True, input: str | None = None) -> Result:
-        result = CliRunner().invoke(cli, ["--db", str(db_path), *args], input=input)
+        result = CliRunner().invoke(cli, ["--db", db_arg, *args], input=input)
         if ok:
             assert result.exit_code == 0, result.output
         return result
@@ -128,11 +128,13 @@ def test_config_file_and_flags(tmp_path: Path, run: Callable, engine: Engine) ->
     assert "unknown key 'user'" in run("--config", str(config_file), "list", ok=False).output
 
 
-def test_doctor_reports_versions_and_counts(run: Callable, db_path: Path) -> None:
+def test_doctor_reports_versions_and_counts(run: Callable, config: Config, backend: str) -> None:
     run("add", "Ana lives in Lisbon")
     status = output_json(run("doctor"))
-    assert status["binding"] == "apsw" and status["database"] == str(db_path)
-    assert {"sqlite", "sqlite_vec", "spacy_tier", "embedding_model"} <= set(status)
+    assert status["database"] == config.location
+    assert status["binding"] == {"sqlite": "apsw", "postgres": "psycopg"}[backend]
+    versions = {"sqlite": {"sqlite", "sqlite_vec"}, "postgres": {"postgresql", "extensions"}}[backend]
+    assert versions | {"spacy_tier", "embedding_model"} <= set(status)
     assert status["embedding_backend"] == "onnx-fp32"
     assert status["counts"]["memories"] == 1
 
@@ -162,6 +164,7 @@ def test_backup_calls_the_engine(run: Callable, tmp_path: Path, monkeypatch: pyt
     assert copies == [tmp_path / "copy.db"]
 
 
+@pytest.mark.only_on("sqlite")
 def test_check_and_backup_on_a_real_database(run: Callable, tmp_path: Path, config: Config,
                                              engine_factory: Callable[[Config], Engine]) -> None:
     run("add", "Ana lives in Lisbon")
@@ -475,6 +478,7 @@ def test_a_new_database_is_announced(run: Callable, tmp_path: Path) -> None:
     assert "created new database" not in CliRunner().invoke(cli, ["--db", str(database), "list"]).stderr
 
 
+@pytest.mark.only_on("sqlite")
 def test_backup_into_a_folder(run: Callable, tmp_path: Path, config: Config,
                               engine_factory: Callable[[Config], Engine]) -> None:
     run("add", "Ana lives in Lisbon")
@@ -493,7 +497,7 @@ def test_delete_all_names_the_scope_before_asking(run: Callable, engine: Engine,
     assert "name a scope: at least one of --user-id, --agent-id or --run-id" in refused.output
     assert "Forget" not in refused.output  # refused before asking
     kept = run("delete-all", "--user-id", "bob", ok=False, input="n\n")
-    assert f"Forget every memory of --user-id='bob' in {db_path}? [y/N]" in kept.output
+    assert f"Forget every memory of --user-id='bob' in {engine.location}? [y/N]" in kept.output
     assert [m.text for m in engine.list(user_id="bob")] == ["Bob likes hiking"]
     assert "deleted_count" in run("delete-all", "--user-id", "bob", input="y\n").stdout
     assert engine.list(user_id="bob") == []
@@ -528,7 +532,7 @@ def test_mcp_out_of_range_top_k_is_the_plain_message(config: Config,
 
 
 def test_doctor_names_versions_and_configuration_without_loading_spacy(
-    db_path: Path, config: Config, embedder: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    db_arg: str, config: Config, embedder: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from store.nlp import NLP
 
@@ -539,7 +543,7 @@ def test_doctor_names_versions_and_configuration_without_loading_spacy(
     monkeypatch.setenv("TRIMEM_USER_ID", "ana")
     config_file = tmp_path / "trimem.toml"
     config_file.write_text('[limits]\nmax_top_k = 50\n')
-    result = CliRunner().invoke(cli, ["--config", str(config_file), "--db", str(db_path), "doctor"])
+    result = CliRunner().invoke(cli, ["--config", str(config_file), "--db", db_arg, "doctor"])
     assert result.exit_code == 0, result.output
     status = output_json(result)
     assert set(status["versions"]) >= {"trimem", "python", "torch"} and status["versions"]["python"]
@@ -556,12 +560,14 @@ def test_doctor_names_versions_and_configuration_without_loading_spacy(
 # --- one user across surfaces: users and stats -------------------------------------------------
 
 
-def test_users_and_stats(run: Callable, engine: Engine, db_path: Path, terminal: None) -> None:
+def test_users_and_stats(run: Callable, engine: Engine, config: Config, terminal: None,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
     engine.add("Ana likes tea", user_id="default")
     engine.add("Bob likes hiking", user_id="bob")
     engine.add("Bob's planner books trains", user_id="bob", agent_id="planner")
-    memory_id = engine.add("Bob flies today", user_id="bob", expiration_date=engine_today())[0].memory.id
-    execute(engine, "UPDATE memories SET expiration_date = '2000-01-01' WHERE id = ?", (memory_id,))
+    with monkeypatch.context() as past:
+        past.setattr("store.clock.today", lambda: "1999-12-31")
+        engine.add("Bob flies today", user_id="bob", expiration_date="2000-01-01")
     scopes = output_json(run("users", "--json"))
     assert scopes["default_user_id"] == "default"
     assert [(s["user_id"], s["agent_id"], s["memories"], s["expired"]) for s in scopes["scopes"]] == [
@@ -574,15 +580,9 @@ def test_users_and_stats(run: Callable, engine: Engine, db_path: Path, terminal:
     numbers = output_json(run("stats", "--json"))
     assert (numbers["memories"], numbers["expired"]) == (4, 1)
     assert numbers["users"] == {"bob": {"memories": 3, "expired": 1}, "default": {"memories": 1, "expired": 0}}
-    assert numbers["file_bytes"] > 0 and numbers["database"] == str(db_path)
+    assert numbers["file_bytes"] > 0 and numbers["database"] == config.location
     assert numbers["embedding_model"] == "all-MiniLM-L6-v2"
     assert "memories:   4 (1 expired)" in run("stats").stdout
-
-
-def engine_today() -> str:
-    from store.clock import today
-
-    return today()
 
 
 # --- trimem export and trimem import -----------------------------------------------------------

@@ -37,10 +37,10 @@ class Ran:
     stderr: str
 
 
-def trimem(db_path: Path, *args: str, width: int | None = None) -> Ran:
-    """``trimem --db db_path args`` in a subprocess; with ``width``, stdout is a terminal that
+def trimem(database: str, *args: str, width: int | None = None) -> Ran:
+    """``trimem --db database args`` in a subprocess; with ``width``, stdout is a terminal that
     many columns wide (its own size, as a person's terminal reports it: no COLUMNS)."""
-    argv = [str(TRIMEM), "--log-level", "WARNING", "--db", str(db_path), *args]
+    argv = [str(TRIMEM), "--log-level", "WARNING", "--db", database, *args]
     env = {name: value for name, value in os.environ.items() if name not in ("COLUMNS", "LINES")}
     with tempfile.TemporaryFile() as stderr:
         if width is None:
@@ -122,41 +122,41 @@ AMBIGUOUS = ("Error: memory id '9d4' is the start of 2 ids in this scope; give m
              "  9d4b2222  'Ana is a nurse at Santa Maria'\n")
 
 
-def test_an_ambiguous_prefix_lists_the_candidates_on_the_command_line(shared_start: Engine, db_path: Path) -> None:
+def test_an_ambiguous_prefix_lists_the_candidates_on_the_command_line(shared_start: Engine, db_arg: str) -> None:
     for command in (["get", "9d4"], ["update", "9d4", "--metadata", '{"x": 1}'], ["delete", "9d4"],
                     ["history", "9d4"], ["get", "9d4", "--json"]):
-        ran = trimem(db_path, *command)
+        ran = trimem(db_arg, *command)
         assert (ran.status, ran.stdout, ran.stderr) == (1, "", AMBIGUOUS), command  # never carla's 9d4c3333
     assert [m.metadata for m in shared_start.list(user_id="default")] == [{}, {}, {}]  # nothing changed
-    assert json.loads(ok(trimem(db_path, "get", "9d4b")))["id"] == NURSE  # one id: as before
+    assert json.loads(ok(trimem(db_arg, "get", "9d4b")))["id"] == NURSE  # one id: as before
     shared_start.update(NURSE, text="Ana is a nurse at São João", user_id="default")
     for memory_id, user in ((WIFE, "default"), (NURSE, "default"), (THEIRS, "carla")):
         shared_start.delete(memory_id, user_id=user)
-    ran = trimem(db_path, "restore", "9d4")  # history's ids, each with its text when deleted
+    ran = trimem(db_arg, "restore", "9d4")  # history's ids, each with its text when deleted
     assert (ran.status, ran.stderr) == (1, AMBIGUOUS.replace("Santa Maria", "São João"))
     assert [m.id for m in shared_start.list(user_id="default")] == [BOB]  # neither came back
 
 
-def test_a_prefix_too_short_for_its_one_id_names_it(shared_start: Engine, db_path: Path) -> None:
-    ran = trimem(db_path, "delete", "5e6")
+def test_a_prefix_too_short_for_its_one_id_names_it(shared_start: Engine, db_arg: str) -> None:
+    ran = trimem(db_arg, "delete", "5e6")
     assert (ran.status, ran.stderr) == (1, (
         "Error: memory id '5e6' is too short to stand for an id; give at least 4 characters, such as those of "
         "the one id in this scope that starts with it:\n  5e6f0000  'Bob repairs old bicycles'\n"))
     assert shared_start.get(BOB, user_id="default").text == "Bob repairs old bicycles"  # not deleted
-    assert json.loads(ok(trimem(db_path, "delete", "5e6f")))["deleted"]["id"] == BOB  # 4 characters: enough
-    ran = trimem(db_path, "get", "9d4c")  # carla's only: for the default user, nothing starts so
+    assert json.loads(ok(trimem(db_arg, "delete", "5e6f")))["deleted"]["id"] == BOB  # 4 characters: enough
+    ran = trimem(db_arg, "get", "9d4c")  # carla's only: for the default user, nothing starts so
     assert (ran.status, ran.stderr) == (1, "Error: memory '9d4c' not found for --user-id='default'; listing the "
                                            "memories shows the ids in this scope\n")
-    assert json.loads(ok(trimem(db_path, "get", "9d4c", "--user-id", "carla")))["id"] == THEIRS
+    assert json.loads(ok(trimem(db_arg, "get", "9d4c", "--user-id", "carla")))["id"] == THEIRS
 
 
-def test_many_candidates_are_counted_and_told_apart(engine: Engine, db_path: Path,
+def test_many_candidates_are_counted_and_told_apart(engine: Engine, db_arg: str,
                                                     fixed_ids: Callable[..., None]) -> None:
     ids = [f"abcd1234-0000-4000-8000-00000000000{i}" for i in range(7)]
     fixed_ids(*ids)
     for i in range(7):
         engine.add(f"Fact number {i} about the garden", user_id="default")
-    error = trimem(db_path, "history", "abcd").stderr.splitlines()
+    error = trimem(db_arg, "history", "abcd").stderr.splitlines()
     assert error[0] == "Error: memory id 'abcd' is the start of 7 ids in this scope; give more of it to say which:"
     assert error[1:] == [*(f"  {ids[i]}  'Fact number {i} about the garden'" for i in range(5)), "  … and 2 more"]
 
@@ -183,7 +183,7 @@ def test_an_ambiguous_prefix_over_mcp_lists_the_candidates(shared_start: Engine,
 QUESTION = "Where does Ines work?"
 
 
-def test_every_table_wraps_the_memory_text_within_the_terminal(engine: Engine, db_path: Path) -> None:
+def test_every_table_wraps_the_memory_text_within_the_terminal(engine: Engine, db_arg: str) -> None:
     engine.add("Bob repairs old bicycles", user_id="default")
     memory_id = engine.add(INES, user_id="default", metadata={"category": "home"})[0].memory.id
     engine.update(memory_id, metadata={"category": "family"}, user_id="default")  # a second event in its history
@@ -191,23 +191,23 @@ def test_every_table_wraps_the_memory_text_within_the_terminal(engine: Engine, d
     for width, command in ((80, ["list"]), (80, ["search", QUESTION]), (80, ["get", short]), (80, ["history", short]),
                            (80, ["search", QUESTION, "--explain"]), (120, ["search", QUESTION, "--explain"]),
                            (120, ["search", "bicycles", "--explain", "--threshold", "0.3"])):  # Ines is dropped
-        screen = ok(trimem(db_path, *command, width=width))
+        screen = ok(trimem(db_arg, *command, width=width))
         assert max(len(line) for line in screen.splitlines()) <= width, (command, screen)
         assert flat(INES) in flat(screen), (command, screen)  # whole, and in one piece
         assert "…" not in screen, (command, screen)
-    listed = ok(trimem(db_path, "list", width=80)).splitlines()
+    listed = ok(trimem(db_arg, "list", width=80)).splitlines()
     assert listed[0].split() == ["id", "created", "expires", "metadata", "text"]
     assert listed[1].split()[:4] == [short, engine.get(short, user_id="default").created_at[:10], "-",
                                      "category=family"]  # the other columns as they were
     column = listed[0].index("text")
     assert listed[1][column:].startswith("My wife Ines") and listed[2][:column].isspace()
     assert listed[2][column:] == listed[2].strip()  # its second line, under its first
-    assert json.loads(ok(trimem(db_path, "get", short)))["text"] == INES  # piped: JSON, as always
+    assert json.loads(ok(trimem(db_arg, "get", short)))["text"] == INES  # piped: JSON, as always
 
 
-def test_a_narrow_terminal_puts_the_text_below_its_row(engine: Engine, db_path: Path) -> None:
+def test_a_narrow_terminal_puts_the_text_below_its_row(engine: Engine, db_arg: str) -> None:
     memory_id = engine.add(INES, user_id="default", metadata={"source": "a chat with Ana on Sunday"})[0].memory.id
-    screen = ok(trimem(db_path, "list", width=80)).splitlines()
+    screen = ok(trimem(db_arg, "list", width=80)).splitlines()
     assert screen[0].split() == ["id", "created", "expires", "metadata"]  # the text has no room beside them
     assert screen[1] == "    text"
     assert screen[2].startswith(memory_id[:8]) and screen[2].endswith("source=a chat with Ana on S…")
@@ -218,40 +218,40 @@ def test_a_narrow_terminal_puts_the_text_below_its_row(engine: Engine, db_path: 
 # --- add --file and doctor: words on a terminal, JSON for scripts ----------------------------------
 
 
-def test_add_file_prints_words_on_a_terminal_and_json_when_piped(engine: Engine, db_path: Path,
+def test_add_file_prints_words_on_a_terminal_and_json_when_piped(engine: Engine, db_arg: str,
                                                                   tmp_path: Path) -> None:
     engine.add("Ana likes tea", user_id="default")
     facts = tmp_path / "facts.jsonl"
     facts.write_text('{"text": "Ana likes tea"}\n{"text": "Bob repairs old bicycles"}\n')
-    assert ok(trimem(db_path, "add", "--file", str(facts), width=80)) == (
+    assert ok(trimem(db_arg, "add", "--file", str(facts), width=80)) == (
         "added:          1\nalready stored: 1 (duplicates, skipped)\n")
-    assert ok(trimem(db_path, "add", "--file", str(facts))) == '{"added": 0, "duplicates": 2}\n'  # as always
+    assert ok(trimem(db_arg, "add", "--file", str(facts))) == '{"added": 0, "duplicates": 2}\n'  # as always
 
 
-def test_doctor_prints_words_on_a_terminal_and_json_when_piped(engine: Engine, db_path: Path) -> None:
+def test_doctor_prints_words_on_a_terminal_and_json_when_piped(engine: Engine, db_arg: str) -> None:
     engine.add("Ana likes tea", user_id="default")
     engine.add("Bob repairs old bicycles", user_id="default")
-    screen = ok(trimem(db_path, "doctor", width=80)).splitlines()
+    screen = ok(trimem(db_arg, "doctor", width=80)).splitlines()
     assert f"database:            {db_path}" in screen and "  memories:        2" in screen
     assert "configuration:" in screen and "    - options: --db, --log-level" in screen
     assert "      max_top_k:          100" in screen  # settings under their section, values aligned
-    status = json.loads(ok(trimem(db_path, "doctor")))
+    status = json.loads(ok(trimem(db_arg, "doctor")))
     assert (status["database"], status["counts"]["memories"]) == (str(db_path), 2)
-    assert json.loads(ok(trimem(db_path, "doctor", "--json", width=80)))["binding"] == "apsw"
+    assert json.loads(ok(trimem(db_arg, "doctor", "--json", width=80)))["binding"] == "apsw"
 
-    assert ok(trimem(db_path, "doctor", "--repair", width=80)) == (
+    assert ok(trimem(db_arg, "doctor", "--repair", width=80)) == (
         "vectors rebuilt:       0\nkeyword index rebuilt: no\nentity links rebuilt:  0\norphan rows removed:   0\n")
-    assert json.loads(ok(trimem(db_path, "doctor", "--repair"))) == {
+    assert json.loads(ok(trimem(db_arg, "doctor", "--repair"))) == {
         "vectors_rebuilt": 0, "fts_rebuilt": False, "entity_links_rebuilt": 0, "orphans_removed": 0, "remaining": []}
 
 
 # --- users: every column has a label ------------------------------------------------------------------
 
 
-def test_users_labels_every_column(engine: Engine, db_path: Path) -> None:
+def test_users_labels_every_column(engine: Engine, db_arg: str) -> None:
     engine.add("Ana likes tea", user_id="default")
     engine.add("Bob's planner books trains", user_id="bob", agent_id="planner")
-    screen = [line.split() for line in ok(trimem(db_path, "users", width=80)).splitlines()]
+    screen = [line.split() for line in ok(trimem(db_arg, "users", width=80)).splitlines()]
     assert screen == [["user_id", "agent_id", "run_id", "memories", "expired", "default"],
                       ["bob", "planner", "-", "1", "0", "no"],
                       ["default", "-", "-", "1", "0", "yes"]]

@@ -25,6 +25,9 @@ from store.sqlite.statements import SQLiteTransaction
 from store.engine import MemoryInput
 from store.errors import DiskFull
 
+# A full disk under an SQLite file: PostgreSQL's own disk is its server's (tests/test_postgres.py).
+pytestmark = pytest.mark.only_on("sqlite")
+
 ROOT = Path(__file__).resolve().parents[1]
 TRIMEM = Path(sys.executable).with_name("trimem")
 DISK_BYTES = 16 * 1024 * 1024

@@ -42,6 +42,7 @@ def _trace_connections(monkeypatch: pytest.MonkeyPatch, tracer: Callable) -> Non
         r"SELECT id, text FROM entities WHERE id IN",  # the texts of the entity KNN's hits (knn_entities)
     ],
 )
+@pytest.mark.only_on("sqlite")
 def test_a_search_sees_one_snapshot_while_another_connection_deletes(
     engine: Engine, engine_factory: Callable[[Config], Engine], config: Config,
     monkeypatch: pytest.MonkeyPatch, step: str,
@@ -136,6 +137,7 @@ conn.execute("ROLLBACK")
 """
 
 
+@pytest.mark.only_on("sqlite")
 def test_a_search_answers_while_another_process_holds_the_write_lock(engine: Engine, db_path: Path) -> None:
     engine.add("Ana moved to Lisbon in 2023", user_id="ana")
     engine.search("warm the models", user_id="ana")
@@ -168,6 +170,7 @@ def test_a_search_answers_while_another_process_holds_the_write_lock(engine: Eng
 # --- 12. orphaned entities: one pass per transaction ------------------------------------------------------------
 
 
+@pytest.mark.only_on("sqlite")
 def test_delete_all_scans_for_orphan_entities_once(engine: Engine) -> None:
     for n in range(6):
         engine.add(f"Ana met Marta number {n} in Madrid and Lisbon", user_id="ana")
@@ -260,6 +263,7 @@ def test_a_database_path_under_a_file_is_refused(
     )
 
 
+@pytest.mark.only_on("sqlite")
 def test_backup_into_a_folder_that_is_a_file_is_refused(
     engine: Engine, db_path: Path, tmp_path: Path, engine_factory: Callable[[Config], Engine],
     monkeypatch: pytest.MonkeyPatch,
@@ -303,6 +307,7 @@ def _without_root_override() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
+@pytest.mark.only_on("sqlite")
 def test_a_read_only_database_is_read_and_never_written(engine: Engine, db_path: Path, tmp_path: Path) -> None:
     import os
     import shutil
@@ -431,11 +436,11 @@ def test_every_call_reaches_exactly_its_users_scope(
     ("user", "agent", "run"), [(None, "planner", None), (None, None, "r1"), ("ana", "planner", None)]
 )
 def test_cli_delete_all_follows_the_same_rule(
-    scoped: Engine, db_path: Path, engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch,
+    scoped: Engine, db_arg: str, engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch,
     user: str | None, agent: str | None, run: str | None,
 ) -> None:
     options = [f"--{k}-id={v}" for k, v in (("user", user), ("agent", agent), ("run", run)) if v]
-    result = _cli(["--db", str(db_path), "delete-all", "--yes", *options], engine_factory, monkeypatch)
+    result = _cli(["--db", db_arg, "delete-all", "--yes", *options], engine_factory, monkeypatch)
     assert result.exit_code == 0, result.output
     everything = _expected("default", None, None) | _expected("ana", None, None) | _expected("bob", None, None)
     remaining = {m.text for u in USERS for m in scoped.list(user_id=u)}

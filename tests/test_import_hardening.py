@@ -64,6 +64,7 @@ def test_an_import_never_reuses_the_id_of_a_deleted_memory(engine: Engine, tmp_p
     assert engine.check() == []
 
 
+@pytest.mark.only_on("sqlite")
 def test_restore_refuses_an_id_that_another_scope_holds(engine: Engine, db_path: Path, tmp_path: Path) -> None:
     """A database in which an import gave a deleted memory's id to another user (as trimem
     did before ids with history counted as taken): restore says so instead of crashing."""
@@ -191,6 +192,7 @@ def test_a_history_trimem_could_not_have_recorded_is_refused(
     assert (counts["memories"], counts["history"]) == (0, 0)
 
 
+@pytest.mark.only_on("sqlite")
 def test_every_history_trimem_writes_imports_again(
     engine: Engine, engine_factory: Callable[[Config], Engine], config: Config, db_path: Path, tmp_path: Path
 ) -> None:
@@ -257,6 +259,7 @@ def history_rows(path: Path) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+@pytest.mark.only_on("sqlite")
 def test_the_migration_keeps_every_history_row_and_allows_restore(
     engine_factory: Callable[[Config], Engine], config: Config, db_path: Path
 ) -> None:

@@ -28,6 +28,9 @@ from store.sqlite import connection, reembed
 from store.embeddings import OnnxEmbedder, packaged_model_path
 from store.nlp import NLP
 
+# Re-embedding in place is an SQLite capability; on PostgreSQL it is refused up front (tests/test_postgres.py).
+pytestmark = pytest.mark.only_on("sqlite")
+
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = [
     "Ana works as a nurse at Santa Maria hospital in Lisbon",

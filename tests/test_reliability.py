@@ -125,6 +125,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.only_on("sqlite")
 @pytest.mark.parametrize("name", sorted(DAMAGE))
 def test_check_names_each_damage_and_repair_rebuilds_it(filled: Engine, name: str) -> None:
     engine = filled
@@ -143,6 +144,7 @@ def test_check_names_each_damage_and_repair_rebuilds_it(filled: Engine, name: st
         assert engine.search(text, user_id="ana", top_k=1)[0].memory.text == text
 
 
+@pytest.mark.only_on("sqlite")
 def test_deep_check_finds_memories_missing_their_entity_links_and_repair_relinks(engine: Engine) -> None:
     _fill(engine)
     execute(engine, "DELETE FROM memory_entities WHERE memory_rowid = 1")
@@ -155,6 +157,7 @@ def test_deep_check_finds_memories_missing_their_entity_links_and_repair_relinks
     assert hit.memory.text == FACTS[0] and hit.details.entity_boost > 0
 
 
+@pytest.mark.only_on("sqlite")
 def test_repair_reports_what_it_did(engine: Engine) -> None:
     _fill(engine)
     assert engine.repair() == type(engine.repair())(0, False, 0, 0, [])
@@ -163,6 +166,7 @@ def test_repair_reports_what_it_did(engine: Engine) -> None:
     assert (report.vectors_rebuilt, report.fts_rebuilt, report.orphans_removed) == (1, True, 1)
 
 
+@pytest.mark.only_on("sqlite")
 def test_check_reports_a_foreign_database_and_a_damaged_file(tmp_path: Path, engine: Engine) -> None:
     foreign = connection.connect(tmp_path / "other.db")
     foreign.execute("CREATE TABLE notes(x)")
@@ -189,6 +193,7 @@ def test_check_reports_a_foreign_database_and_a_damaged_file(tmp_path: Path, eng
     assert violations and violations[0].check == "integrity", violations
 
 
+@pytest.mark.only_on("sqlite")
 def test_doctor_check_and_repair_from_the_command_line(engine: Engine, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -212,6 +217,7 @@ def test_doctor_check_and_repair_from_the_command_line(engine: Engine, tmp_path:
 # --- backup -----------------------------------------------------------------------------------
 
 
+@pytest.mark.only_on("sqlite")
 def test_backup_restores_to_the_same_memories(engine: Engine, tmp_path: Path, embedder, nlp, config) -> None:  # noqa: ANN001
     _fill(engine)
     target = tmp_path / "backups" / "copy.db"
@@ -244,6 +250,7 @@ def fork_server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> 
         yield server
 
 
+@pytest.mark.only_on("sqlite")
 def test_backup_while_another_process_writes(  # noqa: ANN001
     fork_server: ForkServer, engine: Engine, tmp_path: Path, embedder, nlp, config
 ) -> None:
@@ -265,6 +272,7 @@ def test_backup_while_another_process_writes(  # noqa: ANN001
             assert busy <= set(worker.acked)  # a consistent prefix of the writer's work
 
 
+@pytest.mark.only_on("sqlite")
 def test_crash_consistency_under_random_sigkill(fork_server: ForkServer, config, embedder, nlp) -> None:  # noqa: ANN001
     stats = crash_cycles(fork_server, config, embedder, nlp, kills=24, seed=5)
     print(f"\ncrash: {stats}")

@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from sqlite_files import execute
 from store import Engine, InvalidArgument, MemoryInput, retrieval
 from store.scope import Scope
 
@@ -192,7 +191,9 @@ def test_union_pool_scores_keyword_hits_outside_the_overfetch(engine: Engine) ->
     prepared = retrieval.prepare(
         "weekly groceries ZX81", engine.nlp, engine.embedder, engine._names, tight, engine._side
     )
-    ((invoice,),) = execute(engine, "SELECT rowid FROM memories WHERE text LIKE 'Invoice%'")
+    with engine.backend.snapshot() as view:
+        rows = view.memories_by_rowid(view.scope_rowids(Scope("ana")))
+    (invoice,) = [rowid for rowid, row in rows.items() if row.text.startswith("Invoice")]
     pools = {}
     for pool in ("semantic", "union"):
         request = retrieval.SearchRequest(

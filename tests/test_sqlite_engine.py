@@ -14,6 +14,9 @@ from store import Engine, MemoryInput, NotFound
 from store.sqlite import connection
 from store.sqlite.entities import EntityWrites
 
+# The SQLite file's own tables and statements.
+pytestmark = pytest.mark.only_on("sqlite")
+
 
 def table_counts(engine: Engine) -> dict[str, int]:
     return engine.status()["counts"]

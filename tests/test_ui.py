@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from store import Engine, NotFound
+from store import Config, Engine, NotFound
 from store.scoring import KEYWORD_SOURCES
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -77,12 +77,13 @@ class Ui:
 
 
 @pytest.fixture
-def ui(engine: Engine, db_path: Path, tmp_path: Path) -> Iterator[Ui]:
+def ui(engine: Engine, config: Config, tmp_path: Path) -> Iterator[Ui]:
     for text, metadata in MEMORIES:
         engine.add(text, user_id=USER, metadata=metadata)
     engine.add("Bob keeps his bike in the hallway", user_id="bob")
     log = tmp_path / "ui.log"
-    env = {**os.environ, "TRIMEM_DB_PATH": str(db_path), "TRIMEM_USER_ID": USER}
+    env = {**os.environ, "TRIMEM_DB_PATH": config.store.db_path, "TRIMEM_DATABASE_URL": config.store.database_url,
+           "TRIMEM_USER_ID": USER}
     with log.open("w") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "mcp_server", "ui", "--no-browser", "--port", "0"],

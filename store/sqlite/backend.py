@@ -98,7 +98,7 @@ class SQLiteBackend:
 
     def status(self) -> dict[str, Any]:
         with self.snapshot() as view:
-            return {"database": self.location, **connection.versions(view.conn), **schema.meta(view.conn),
+            return {"database": self.location, "binding": "apsw", **connection.versions(view.conn), **schema.meta(view.conn),
                     "counts": view.counts()}
 
     def size_bytes(self) -> int:

@@ -122,9 +122,9 @@ def _write_worker(engine, user: str, count: int, seed: int) -> None:  # noqa: AN
 def _run_worker(command: list[str], embedder, nlp) -> None:  # noqa: ANN001
     from store import Engine, load_config
 
-    kind, db_path, user, *numbers = command
+    kind, database, user, *numbers = command
     _say("forked", os.getpid())
-    config = load_config(environ={}).replace("store", db_path=db_path)
+    config = load_config(environ={}).using(database)
     with Engine(config, embedder=embedder, nlp=nlp) as engine:
         _say("open", os.getpid())
         if kind == "crash":

@@ -96,7 +96,8 @@ def concurrent_writers(  # noqa: ANN001
     shared scope (so they also race for the same entities) and search meanwhile."""
     user = "shared"
     started = time.monotonic()
-    workers = [server.start("write", config.database, user, writes, n) for n in range(processes)]
+    database = config.store.database_url or str(config.database)
+    workers = [server.start("write", database, user, writes, n) for n in range(processes)]
     for worker in workers:
         server.wait_dead(worker, timeout=60.0 + writes * processes * 2.0)
         assert worker.status == 0 and worker.done, f"worker {worker.pid} failed (status {worker.status}):\n{server.stderr()}"

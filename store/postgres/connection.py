@@ -1,0 +1,91 @@
+"""Reaching a PostgreSQL server: the place it names, the pool, and the errors a person reads.
+
+Every driver error becomes a ``TrimemError`` of one line that names the server and the
+setting to change (``store.database_url``, ``TRIMEM_DATABASE_URL``), never the password,
+so neither the CLI nor a tool result shows a driver traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import errors as pg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..errors import DiskFull, TrimemError
+
+SETTING = "store.database_url (TRIMEM_DATABASE_URL)"
+CONNECT_TIMEOUT_S = 5
+POOL_WAIT_S = 30
+"""How long a call waits for a free connection of the pool before it is refused."""
+
+
+class DatabaseUnavailable(TrimemError):
+    """The PostgreSQL server cannot be reached or refused this process."""
+
+
+class WriteConflict(TrimemError):
+    """Another server's write collided with this one; nothing of this write was kept."""
+
+
+def connect(url: str, where: str) -> psycopg.Connection:
+    """One connection in autocommit mode (transactions are explicit), or a one-line error."""
+    with translated(where):
+        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+
+
+def open_pool(url: str, where: str, size: int) -> ConnectionPool:
+    """A pool of up to ``size`` connections with pgvector's types registered on each."""
+    with translated(where):
+        return ConnectionPool(
+            url, min_size=1, max_size=size, timeout=POOL_WAIT_S, open=True, configure=register_vector,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+        )
+
+
+@contextlib.contextmanager
+def translated(where: str) -> Iterator[None]:
+    """Driver errors as the one-line ``TrimemError`` a person can act on."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise driver_error(exc, where) from None
+    except PoolTimeout:
+        raise DatabaseUnavailable(
+            f"no connection to {where} came free within {POOL_WAIT_S} s; raise store.database_pool_size or the "
+            "server's max_connections"
+        ) from None
+
+
+def driver_error(exc: psycopg.Error, where: str) -> TrimemError:
+    """What a psycopg error means for the person running trimem."""
+    detail = (getattr(exc, "diag", None) and exc.diag.message_primary) or str(exc).strip().splitlines()[0]
+    if isinstance(exc, pg.DiskFull):
+        return DiskFull(where)
+    if isinstance(exc, (pg.SerializationFailure, pg.DeadlockDetected, pg.ForeignKeyViolation, pg.UniqueViolation)):
+        return WriteConflict(f"another server wrote the same memories at the same moment ({detail}); nothing of "
+                             "this write was kept. Send it again")
+    if isinstance(exc, pg.InsufficientPrivilege):
+        return DatabaseUnavailable(f"{where} refused this role: {detail}. Grant it the rights on the trimem tables, or "
+                                   f"name a role that has them in {SETTING}")
+    if isinstance(exc, pg.ReadOnlySqlTransaction):
+        return DatabaseUnavailable(f"{where} is read-only ({detail}); writes need the primary server")
+    if isinstance(exc, psycopg.OperationalError):
+        text = str(exc)
+        if "password authentication failed" in text or "no password supplied" in text:
+            return DatabaseUnavailable(f"{where} refused the password of its user; correct it in {SETTING}")
+        if "does not exist" in text:
+            return DatabaseUnavailable(f"{where}: {detail}; create it (createdb, CREATE ROLE) or correct {SETTING}")
+        return DatabaseUnavailable(f"cannot reach the PostgreSQL server of {where} ({_reason(text)}); start it, "
+                                   f"or correct {SETTING}")
+    return TrimemError(f"{where} refused a statement: {detail}")
+
+
+def _reason(text: str) -> str:
+    """The last line libpq gives that says why, without the address list it repeats."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    reason = lines[-1] if lines else "no reason given"
+    return reason.split(": ", 1)[-1] if reason.startswith("connection to server") else reason

@@ -1,0 +1,89 @@
+"""Entities, their vectors and their links to memories (``entities``, ``memory_entities``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import MemoryRow
+from ..scope import Scope
+from .sql import EXACT_SCOPE_SQL, Statements, memory_columns, memory_row, scope_sql
+
+
+class EntityReads(Statements):
+    """Entities as linking and the entity views read them."""
+
+    def find_entity_exact(self, scope: Scope, normalized: str) -> int | None:
+        row = self.row(f"SELECT id FROM entities WHERE {EXACT_SCOPE_SQL} AND normalized = %s",
+                       (*scope.values(), normalized))
+        return row[0] if row else None
+
+    def nearest_entity(self, scope: Scope, embedding: np.ndarray) -> tuple[int, float] | None:
+        """An exact scan of the scope's entities: one scope holds few."""
+        row = self.row(
+            f"SELECT id, embedding <=> %s AS distance FROM entities WHERE {EXACT_SCOPE_SQL} "
+            "ORDER BY distance, id LIMIT 1",
+            (np.asarray(embedding, dtype=np.float32), *scope.values()),
+        )
+        return (row[0], row[1]) if row else None
+
+    def memory_entity_names(self, rowid: int) -> list[str]:
+        return [
+            row[0]
+            for row in self.rows(
+                "SELECT e.normalized FROM memory_entities l JOIN entities e "
+                "ON e.user_id = l.user_id AND e.id = l.entity_id WHERE l.memory_rowid = %s ORDER BY e.normalized",
+                (rowid,),
+            )
+        ]
+
+    def memories_with_entity(self, normalized: str, scope: Scope, limit: int) -> list[MemoryRow]:
+        """An entity row belongs to its memories' exact scope, so one name may be several rows."""
+        where, params = scope_sql(scope, "m")
+        sql = (
+            f"SELECT {memory_columns('m')} FROM entities e "
+            "JOIN memory_entities l ON l.user_id = e.user_id AND l.entity_id = e.id "
+            "JOIN memories m ON m.user_id = l.user_id AND m.rowid = l.memory_rowid "
+            f"WHERE e.normalized = %s AND {where} ORDER BY m.created_at DESC, m.rowid DESC LIMIT %s"
+        )
+        return [memory_row(row) for row in self.rows(sql, (normalized, *params, limit))]
+
+
+class EntityWrites(Statements):
+    """Entities and links as a transaction writes them. The entities a transaction unlinks are
+    remembered, so ``delete_orphan_entities`` looks at those alone, not at every entity."""
+
+    unlinked: set[int]
+
+    def insert_entity(
+        self, scope: Scope, text: str, normalized: str, entity_type: str, embedding: np.ndarray
+    ) -> int:
+        """Another server may have created the same entity since this one looked: then it is that one."""
+        row = self.row(
+            "INSERT INTO entities (user_id, agent_id, run_id, text, normalized, entity_type, embedding) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (user_id, agent_id, run_id, normalized) DO NOTHING "
+            "RETURNING id",
+            (*scope.values(), text, normalized, entity_type, np.asarray(embedding, dtype=np.float32)),
+        )
+        return row[0] if row else self.find_entity_exact(scope, normalized)
+
+    def link_entity(self, rowid: int, entity_id: int) -> None:
+        self.conn.execute(
+            "INSERT INTO memory_entities (user_id, memory_rowid, entity_id) "
+            "SELECT user_id, rowid, %s FROM memories WHERE rowid = %s ON CONFLICT DO NOTHING",
+            (entity_id, rowid),
+        )
+
+    def unlink_entities(self, rowid: int) -> None:
+        self.unlinked.update(
+            row[0] for row in self.rows("DELETE FROM memory_entities WHERE memory_rowid = %s RETURNING entity_id",
+                                        (rowid,))
+        )
+
+    def delete_orphan_entities(self) -> None:
+        if self.unlinked:
+            self.conn.execute(
+                "DELETE FROM entities e WHERE e.id = ANY(%s) AND NOT EXISTS "
+                "(SELECT 1 FROM memory_entities l WHERE l.user_id = e.user_id AND l.entity_id = e.id)",
+                (sorted(self.unlinked),),
+            )
+            self.unlinked.clear()

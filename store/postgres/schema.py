@@ -1,0 +1,188 @@
+"""The PostgreSQL schema: its numbered migrations, the embedding model it records, and making a
+database ready for use (``ensure_schema``).
+
+Every table carries the scope and leads its key with ``user_id``, and every key that
+joins two tables includes it, so the tables can be distributed by ``user_id`` (Citus)
+without changing a statement (``docs/postgres.md``). Text columns compare bytewise
+(``COLLATE "C"``), as SQLite does, so ids, names and timestamps sort the same on both.
+
+Migrations are never edited once released; a change to the schema is a new one. They run
+under an advisory lock, so several servers starting at once migrate once.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+
+import psycopg
+
+from ..errors import SchemaMismatch
+
+TEXT = 'text COLLATE "C"'
+SCOPE_COLUMNS = f"""
+    user_id {TEXT} NOT NULL DEFAULT '',
+    agent_id {TEXT} NOT NULL DEFAULT '',
+    run_id {TEXT} NOT NULL DEFAULT ''"""
+
+MIGRATION_LOCK = 0x7472696D656D  # "trimem": the advisory lock migrations run under
+
+
+def m001_initial(conn: psycopg.Connection, dimension: int) -> None:
+    """Memories with their vectors and keyword postings, entities and links, history."""
+    conn.execute(f"""
+        CREATE TABLE meta (key {TEXT} PRIMARY KEY, value {TEXT} NOT NULL);
+        CREATE SEQUENCE memory_keys;
+        CREATE TABLE memories (
+            {SCOPE_COLUMNS},
+            rowid bigint NOT NULL DEFAULT nextval('memory_keys'),
+            id {TEXT} NOT NULL,
+            text {TEXT} NOT NULL,
+            text_lemmatized {TEXT} NOT NULL,
+            terms integer NOT NULL,
+            hash {TEXT} NOT NULL,
+            actor_id {TEXT},
+            role {TEXT},
+            metadata jsonb NOT NULL DEFAULT '{{}}',
+            created_at {TEXT} NOT NULL,
+            updated_at {TEXT} NOT NULL,
+            expiration_date {TEXT},
+            embedding vector({dimension}) NOT NULL,
+            PRIMARY KEY (user_id, rowid),
+            UNIQUE (user_id, id),
+            -- one memory per normalised text per scope, even with several writers
+            UNIQUE (user_id, agent_id, run_id, hash)
+        );
+        CREATE INDEX memories_key ON memories (rowid);
+        CREATE INDEX memories_id ON memories (id);
+        CREATE INDEX memories_agent ON memories (agent_id, run_id);
+        CREATE INDEX memories_run ON memories (run_id);
+        CREATE INDEX memories_expiration ON memories (user_id, expiration_date) WHERE expiration_date IS NOT NULL;
+        CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops);
+        CREATE TABLE memory_terms (
+            user_id {TEXT} NOT NULL,
+            term {TEXT} NOT NULL,
+            memory_rowid bigint NOT NULL,
+            frequency integer NOT NULL,
+            PRIMARY KEY (user_id, term, memory_rowid),
+            FOREIGN KEY (user_id, memory_rowid) REFERENCES memories (user_id, rowid) ON DELETE CASCADE
+        );
+        CREATE INDEX memory_terms_memory ON memory_terms (user_id, memory_rowid);
+        CREATE SEQUENCE entity_ids;
+        CREATE TABLE entities (
+            {SCOPE_COLUMNS},
+            id bigint NOT NULL DEFAULT nextval('entity_ids'),
+            text {TEXT} NOT NULL,
+            normalized {TEXT} NOT NULL,
+            entity_type {TEXT} NOT NULL,
+            embedding vector({dimension}) NOT NULL,
+            PRIMARY KEY (user_id, id),
+            UNIQUE (user_id, agent_id, run_id, normalized)
+        );
+        CREATE INDEX entities_id ON entities (id);
+        CREATE INDEX entities_embedding ON entities USING hnsw (embedding vector_cosine_ops);
+        CREATE TABLE memory_entities (
+            user_id {TEXT} NOT NULL,
+            memory_rowid bigint NOT NULL,
+            entity_id bigint NOT NULL,
+            PRIMARY KEY (user_id, memory_rowid, entity_id),
+            FOREIGN KEY (user_id, memory_rowid) REFERENCES memories (user_id, rowid) ON DELETE CASCADE,
+            FOREIGN KEY (user_id, entity_id) REFERENCES entities (user_id, id) ON DELETE CASCADE
+        );
+        CREATE INDEX memory_entities_memory ON memory_entities (memory_rowid);
+        CREATE INDEX memory_entities_entity ON memory_entities (entity_id);
+        CREATE SEQUENCE history_ids;
+        CREATE TABLE history (
+            {SCOPE_COLUMNS},
+            id bigint NOT NULL DEFAULT nextval('history_ids'),
+            memory_id {TEXT} NOT NULL,
+            event {TEXT} NOT NULL CHECK (event IN ('ADD', 'UPDATE', 'DELETE', 'RESTORE')),
+            old_text {TEXT},
+            new_text {TEXT},
+            old_metadata jsonb,
+            new_metadata jsonb,
+            created_at {TEXT} NOT NULL,
+            PRIMARY KEY (user_id, id)
+        );
+        CREATE INDEX history_memory ON history (memory_id);
+    """)
+
+
+MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (m001_initial,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _schema_state(conn: psycopg.Connection) -> tuple[int, dict[str, str]]:
+    """The schema version (0 for a new database) and the ``meta`` rows."""
+    if conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
+        return 0, {}
+    version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+    return version, dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def _check_meta(stored: dict[str, str], model_name: str, dimension: int, location: str) -> None:
+    """Refuse vectors from another model: they live in another space, so distances mean nothing."""
+    if stored["embedding_model"] == model_name and int(stored["embedding_dimension"]) == dimension:
+        return
+    recorded, size = stored["embedding_model"], stored["embedding_dimension"]
+    sizes = "" if int(size) == dimension else f" ({size}-dimensional vectors, the configured model makes {dimension})"
+    raise SchemaMismatch(
+        f"the database {location} was built with the embedding model '{recorded}'{sizes}, but the configured "
+        f"model is '{model_name}'; their vectors cannot be compared. Configure '{recorded}' again "
+        "(store.embedding_model, TRIMEM_EMBEDDING_MODEL), or move the memories to a new database: "
+        f"`trimem export` from this one, then `trimem import` with --config naming the new database and the "
+        f"model {shlex.quote(model_name)}"
+    )
+
+
+def ensure_schema(conn: psycopg.Connection, model_name: str, dimension: int, location: str, *,
+                  check_model: bool = True, create: bool = True) -> None:
+    """Create or upgrade the schema (and the vector extension), and refuse a database built for
+    another embedding model. A current schema is only read, so a read-only role opens it."""
+    with conn.transaction():
+        version, stored = _schema_state(conn)
+    if version == 0 and not create:
+        raise SchemaMismatch(f"{location} holds no trimem memories yet; add some first")
+    if version == SCHEMA_VERSION and stored:
+        if check_model:
+            _check_meta(stored, model_name, dimension, location)
+        return
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        version, stored = _schema_state(conn)  # again under the lock: another server may have begun
+        if version > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"{location} has schema version {version}, newer than this trimem understands "
+                f"({SCHEMA_VERSION}); upgrade trimem"
+            )
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
+        for number in range(version, SCHEMA_VERSION):
+            MIGRATIONS[number](conn, dimension)
+        if version < SCHEMA_VERSION:
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION,))
+        if not stored:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('embedding_model', %s), ('embedding_dimension', %s)",
+                (model_name, str(dimension)),
+            )
+        elif check_model:
+            _check_meta(stored, model_name, dimension, location)
+
+
+def require_model(conn: psycopg.Connection, model_name: str, location: str) -> None:
+    """Refuse to go on when the database records another model than this process runs."""
+    (recorded,) = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+    if recorded != model_name:
+        raise SchemaMismatch(
+            f"the database {location} now uses the embedding model '{recorded}', not '{model_name}' that this "
+            f"process runs. Set store.embedding_model (TRIMEM_EMBEDDING_MODEL) to '{recorded}' and restart"
+        )
+
+
+def meta(conn: psycopg.Connection) -> dict[str, str]:
+    """The stored model name and dimension, and the schema version."""
+    stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    stored["schema_version"] = str(conn.execute("SELECT max(version) FROM schema_version").fetchone()[0])
+    return stored

@@ -1,0 +1,146 @@
+"""The three retrieval signals over PostgreSQL: pgvector KNN, BM25 over trimem's postings,
+entity links, and the neighbours and questions that keyword context reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..filters import Filter
+from ..scope import Scope
+from .keywords import BM25_SQL, query_terms
+from .sql import Statements, live_sql, scope_sql
+
+EXACT_SCAN_ROWS = 10_000
+"""Up to this many candidate rows, nearest neighbours are found by an exact scan (exactly the
+nearest, as on SQLite, in a few milliseconds); beyond, by the HNSW index."""
+HNSW_EF_SEARCH_MIN = 100
+"""The HNSW candidate list is at least this long, and at least twice the neighbours asked for."""
+
+
+def _vector(embedding: np.ndarray) -> np.ndarray:
+    return np.asarray(embedding, dtype=np.float32)
+
+
+class SignalReads(Statements):
+    """What retrieval reads to rank memories."""
+
+    def _nearest(self, table: str, columns: tuple[str, ...], embedding: np.ndarray, where: str, params: list,
+                 limit: int) -> list[tuple]:
+        """The ``limit`` rows of ``table`` (alias ``m``) passing ``where`` nearest to ``embedding``.
+
+        A bounded count first: when few rows pass, they are scanned exactly (the planner may
+        not use the index, so a filter never leaves fewer than ``limit``); otherwise the HNSW
+        index answers, with pgvector's iterative scan going on until ``limit`` rows pass."""
+        (candidates,) = self.row(
+            f"SELECT count(*) FROM (SELECT 1 FROM {table} m WHERE {where} LIMIT %s) few",
+            (*params, EXACT_SCAN_ROWS + 1),
+        )
+        vector = _vector(embedding)
+        bare, qualified = ", ".join(columns), ", ".join(f"m.{column}" for column in columns)
+        if candidates <= EXACT_SCAN_ROWS:
+            return self.rows(
+                f"WITH scoped AS MATERIALIZED (SELECT {qualified}, m.embedding FROM {table} m WHERE {where}) "
+                f"SELECT {bare}, embedding <=> %s AS distance FROM scoped "
+                "ORDER BY distance LIMIT %s",
+                (*params, vector, limit),
+            )
+        self.conn.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH_MIN, 2 * limit)}")
+        self.conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        return self.rows(
+            f"SELECT {qualified}, m.embedding <=> %s AS distance FROM {table} m WHERE {where} "
+            "ORDER BY distance LIMIT %s",
+            (vector, *params, limit),
+        )
+
+    def knn_memories(
+        self, embedding: np.ndarray, scope: Scope, limit: int, filters: Filter | None, on: str | None
+    ) -> list[tuple[int, float]]:
+        where, params = scope_sql(scope, "m")
+        live, live_params = live_sql(filters, on)
+        return self._nearest("memories", ("rowid",), embedding, f"{where} AND ({live})", [*params, *live_params],
+                             limit)
+
+    def distances_for(self, embedding: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
+        if not rowids:
+            return []
+        return self.rows("SELECT rowid, embedding <=> %s FROM memories WHERE rowid = ANY(%s)",
+                         (_vector(embedding), list(rowids)))
+
+    def bm25_memories(
+        self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
+    ) -> list[tuple[int, float]]:
+        if not terms:
+            return []
+        corpus, corpus_params = scope_sql(Scope(scope.user_id), "c")
+        postings, postings_params = scope_sql(Scope(scope.user_id), "p")
+        where, params = scope_sql(scope, "m")
+        live, live_params = live_sql(filters, on)
+        sql = BM25_SQL.format(corpus=corpus, postings=postings, scope=where, live=live)
+        return self.rows(sql, (query_terms(terms), *corpus_params, *postings_params, *postings_params, *params,
+                               *live_params, limit))
+
+    def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
+        where, params = scope_sql(scope, "m")
+        return self._nearest("entities", ("id", "text"), embedding, where, params, limit)
+
+    def entity_links(
+        self, entity_ids: Sequence[int], filters: Filter | None, on: str | None,
+        memory_rowids: Sequence[int] | None = None,
+    ) -> tuple[dict[int, int], list[tuple[int, int]], bool]:
+        """As on SQLite: the count uses every link, only the links returned are filtered."""
+        if not entity_ids:
+            return {}, [], False
+        ids = list(entity_ids)
+        linked = dict(self.rows(
+            "SELECT entity_id, count(*) FROM memory_entities WHERE entity_id = ANY(%s) GROUP BY entity_id", (ids,)
+        ))
+        live, live_params = live_sql(filters, on)
+        joined = (
+            "FROM memory_entities l JOIN memories m ON m.user_id = l.user_id AND m.rowid = l.memory_rowid "
+            f"WHERE l.entity_id = ANY(%s) AND ({live})"
+        )
+        among, among_params = "", []
+        if memory_rowids is not None:
+            among, among_params = " AND l.memory_rowid = ANY(%s)", [list(memory_rowids)]
+        links = self.rows(f"SELECT l.entity_id, l.memory_rowid {joined}{among}", (ids, *live_params, *among_params))
+        exists = bool(links) or (
+            memory_rowids is not None and self.row(f"SELECT EXISTS (SELECT 1 {joined})", (ids, *live_params))[0]
+        )
+        return linked, links, exists
+
+    def scope_count(self, scope: Scope) -> int:
+        where, params = scope_sql(scope)
+        return self.row(f"SELECT count(*) FROM memories WHERE {where}", params)[0]
+
+    def adjacent_memories(
+        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None
+    ) -> dict[int, list[int]]:
+        """The memories stored just before and after each, by insertion sequence. A key taken by
+        another scope, or deleted, is no neighbour."""
+        if not rowids:
+            return {}
+        around = sorted({rowid + step for rowid in rowids for step in (-1, 1)})
+        where, params = scope_sql(scope, "m")
+        live, live_params = live_sql(filters, on)
+        found = {
+            row[0]
+            for row in self.rows(
+                f"SELECT m.rowid FROM memories m WHERE m.rowid = ANY(%s) AND {where} AND ({live})",
+                (around, *params, *live_params),
+            )
+        }
+        return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
+
+    def questions_among(self, rowids: Sequence[int]) -> set[int]:
+        """Trailing whitespace aside: a turn that asks."""
+        if not rowids:
+            return set()
+        return {
+            row[0]
+            for row in self.rows(
+                "SELECT rowid FROM memories WHERE rowid = ANY(%s) AND right(rtrim(text, E' \\t\\n\\r'), 1) = '?'",
+                (list(rowids),),
+            )
+        }

@@ -1,0 +1,40 @@
+"""The PostgreSQL snapshot and transaction: the statement mixins over one connection."""
+
+from __future__ import annotations
+
+import psycopg
+
+from ..backend import MemoryRow
+from ..scope import Scope
+from .entities import EntityReads, EntityWrites
+from .memories import MemoryReads, MemoryWrites
+from .signals import SignalReads
+
+
+class PostgresSnapshot(MemoryReads, EntityReads, SignalReads):
+    """``store.backend.Snapshot`` over a connection inside a repeatable-read, read-only transaction."""
+
+
+class PostgresTransaction(PostgresSnapshot, MemoryWrites, EntityWrites):
+    """``store.backend.Transaction`` over a connection inside a read-committed transaction.
+
+    Several servers write at once, so the two reads a write decides on take a transaction
+    lock on what they look up first: a second writer of the same text in the same scope (or
+    of the same memory id) waits for the first to commit, then sees its memory. So
+    deduplication and ids hold across processes, as the single SQLite writer makes them hold.
+    """
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        super().__init__(conn)
+        self.unlinked = set()
+
+    def _lock(self, *key: str) -> None:
+        self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("\x1f".join(key),))
+
+    def find_by_hash(self, scope: Scope, text_hash: str) -> MemoryRow | None:
+        self._lock("hash", *scope.values(), text_hash)
+        return super().find_by_hash(scope, text_hash)
+
+    def id_taken(self, memory_id: str, *, by_history: bool = True) -> bool:
+        self._lock("id", memory_id)
+        return super().id_taken(memory_id, by_history=by_history)
