@@ -91,7 +91,7 @@ def take_back_stdout(size: int | None) -> None:
 @click.version_option(package_name="trimem")
 @click.pass_context
 def cli(ctx: click.Context, config_path: Path | None, database: str | None, log_level: str | None) -> None:
-    """trimem: long-term memory for AI assistants, in one local SQLite file.
+    """trimem: long-term memory for AI assistants, in one local SQLite file or PostgreSQL.
 
     Configuration comes from configs/default.toml, then --config, then TRIMEM_*
     environment variables (e.g. TRIMEM_USER_ID), then these options.

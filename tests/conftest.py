@@ -8,6 +8,7 @@ points at a temporary folder so no test touches the user's data.
 from __future__ import annotations
 
 import os
+import sys
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +19,9 @@ import pytest
 from store import Config, Engine, load_config
 from store.embeddings import OnnxEmbedder
 from store.nlp import NLP
+
+sys.path.insert(0, str(Path(__file__).parent / "stress"))
+from forkserver import ForkServer  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,6 +74,13 @@ def db_path(tmp_path: Path) -> Path:
 
 BACKENDS = ("sqlite", "postgres")
 """The storage backends the behaviour tests run on (``store.backend``)."""
+
+
+@pytest.fixture(scope="session")
+def fork_server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[ForkServer]:
+    """One zygote with the models loaded, forking writer processes (``tests/stress``)."""
+    with ForkServer(tmp_path_factory.mktemp("forkserver") / "stderr.txt", model_cache) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The storage seam holds: the database driver stays inside its backend's package, the code
+"""The storage seam holds: each database driver stays inside its backend's package, the code
 above the seam imports no database module, and ``store`` has no import circle.
 
 Imports are read from the source (every ``import`` statement, at any depth, including those
@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DRIVERS = {"apsw", "sqlite_vec"}
+DRIVERS = {"sqlite": {"apsw", "sqlite_vec"}, "postgres": {"psycopg", "psycopg_pool", "pgvector"}}
+"""Each backend package, and the driver modules only it may import."""
+EVERY_DRIVER = set().union(*DRIVERS.values())
 ABOVE_THE_SEAM = ("backend", "retrieval", "linking", "transfer", "scoring", "filters", "scope", "clock", "records")
 
 
@@ -45,10 +47,11 @@ def sources(folder: str) -> list[Path]:
 
 
 @pytest.mark.parametrize("folder", ["store", "mcp_server"])
-def test_the_database_driver_is_imported_only_by_the_sqlite_backend(folder: str) -> None:
+@pytest.mark.parametrize("backend", sorted(DRIVERS))
+def test_a_database_driver_is_imported_only_by_its_backend(folder: str, backend: str) -> None:
     outside = {
-        module_name(path): sorted(name for name in imports(path) if name.split(".")[0] in DRIVERS)
-        for path in sources(folder) if not path.is_relative_to(ROOT / "store" / "sqlite")
+        module_name(path): sorted(name for name in imports(path) if name.split(".")[0] in DRIVERS[backend])
+        for path in sources(folder) if not path.is_relative_to(ROOT / "store" / backend)
     }
     assert {module: names for module, names in outside.items() if names} == {}
 
@@ -56,8 +59,8 @@ def test_the_database_driver_is_imported_only_by_the_sqlite_backend(folder: str)
 def test_the_code_above_the_seam_imports_no_database_module() -> None:
     for name in ABOVE_THE_SEAM:
         found = imports(ROOT / "store" / f"{name}.py")
-        database = sorted(module for module in found if module.split(".")[0] in DRIVERS
-                          or module == "store.sqlite" or module.startswith("store.sqlite."))
+        database = sorted(module for module in found if module.split(".")[0] in EVERY_DRIVER
+                          or module.split(".")[:2] in (["store", backend] for backend in DRIVERS))
         assert database == [], f"store.{name} imports {database}"
 
 

