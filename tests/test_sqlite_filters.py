@@ -257,16 +257,19 @@ def test_max_conditions_run():
 # --------------------------------------------------------------------------- timestamps
 
 
+TIMESTAMPED = [("nov", "2026-11-30T23:59:59.999999", "2026-12-02T08:00:00.000000"),
+               ("dec1", "2026-12-01T00:00:00.000000", "2026-12-01T09:30:00.000000"),
+               ("dec31", "2026-12-31T23:59:59.000000", "2027-01-01T00:00:00.000000"),
+               ("jan", "2027-01-01T00:00:00.000000", "2027-01-01T00:00:00.000000")]
+"""Rows ``(name, created_at, updated_at)`` with empty metadata, for the timestamp filters."""
+
+
 def _timestamped(alias: str) -> Callable[[Any], set[str]]:
     """A lookup of the names of the rows a filter on ``created_at``/``updated_at`` keeps, queried
     through ``alias``."""
     conn = apsw.Connection(":memory:")
     conn.execute("CREATE TABLE m(name TEXT, metadata TEXT, created_at TEXT, updated_at TEXT)")
-    rows = [("nov", "2026-11-30T23:59:59.999999", "2026-12-02T08:00:00.000000"),
-            ("dec1", "2026-12-01T00:00:00.000000", "2026-12-01T09:30:00.000000"),
-            ("dec31", "2026-12-31T23:59:59.000000", "2027-01-01T00:00:00.000000"),
-            ("jan", "2027-01-01T00:00:00.000000", "2027-01-01T00:00:00.000000")]
-    conn.executemany("INSERT INTO m VALUES (?, '{}', ?, ?)", rows)
+    conn.executemany("INSERT INTO m VALUES (?, '{}', ?, ?)", TIMESTAMPED)
     table = f"m AS {alias}" if alias else "m"
 
     def names(filters: Any) -> set[str]:
