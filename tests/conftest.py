@@ -101,18 +101,29 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def postgres_url(postgres_server: str) -> Iterator[str]:
-    """A new, empty database of its own on the test server, dropped after the test."""
+def postgres_databases(postgres_server: str) -> Iterator[Callable[[], str]]:
+    """``make()``: the URL of a new, empty database on the test server; each is dropped after the test."""
     import psycopg
 
-    name = f"trimem_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield database_url(postgres_server, name)
-    finally:
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"trimem_test_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(postgres_server, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+        return database_url(postgres_server, name)
+
+    yield make
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        for name in made:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_url(postgres_databases: Callable[[], str]) -> str:
+    """A new, empty database of its own on the test server, dropped after the test."""
+    return postgres_databases()
 
 
 def database_url(server_url: str, name: str) -> str:
@@ -138,10 +149,26 @@ def config(backend: str, db_path: Path, model_cache: Path, request: pytest.Fixtu
                                            model_cache=str(model_cache))
 
 
-@pytest.fixture
-def db_arg(config: Config) -> str:
+def db_argument(config: Config) -> str:
     """What ``trimem --db`` is given for the store of ``config``: its file, or its PostgreSQL URL."""
     return config.store.database_url or config.store.db_path
+
+
+@pytest.fixture
+def db_arg(config: Config) -> str:
+    """``trimem --db`` for the test's own store."""
+    return db_argument(config)
+
+
+@pytest.fixture
+def another_store(config: Config, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[str], Config]:
+    """``another_store(name)``: the configuration of a new, empty store of the same backend and
+    settings as ``config``: an SQLite file ``name``.db beside the test's, or a new database on
+    the test server."""
+    if not config.store.database_url:
+        return lambda name: config.using(str(tmp_path / f"{name}.db"))
+    new_database = request.getfixturevalue("postgres_databases")
+    return lambda name: config.using(new_database())
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mcp_server.cli import cli
-from sqlite_files import execute
+from conftest import db_argument
 from store import Config, Engine
 from store.scoring import KEYWORD_SOURCES
 
@@ -589,7 +589,8 @@ def test_users_and_stats(run: Callable, engine: Engine, config: Config, terminal
 
 
 def test_export_then_import_into_another_database(run: Callable, engine: Engine, tmp_path: Path,
-                                                  engine_factory: Callable[[Config], Engine], config: Config) -> None:
+                                                  engine_factory: Callable[[Config], Engine],
+                                                  another_store: Callable[[str], Config]) -> None:
     run("add", "Ana is allergic to peanuts", "--metadata", '{"category": "health"}')
     run("add", "Bob likes hiking", "--user-id", "bob")
     target = tmp_path / "out" / "memories.jsonl"
@@ -601,14 +602,14 @@ def test_export_then_import_into_another_database(run: Callable, engine: Engine,
     assert header["counts"] == {"memories": 2, "history_events": 2}
     assert {line["text"] for line in lines} == {"Ana is allergic to peanuts", "Bob likes hiking"}
 
-    copy_db = tmp_path / "copy.db"
-    imported = CliRunner().invoke(cli, ["--db", str(copy_db), "import", str(target), "--json"])
+    copy_store = another_store("copy")
+    imported = CliRunner().invoke(cli, ["--db", db_argument(copy_store), "import", str(target), "--json"])
     assert imported.exit_code == 0, imported.output
     summary = json.loads(imported.stdout)
     assert (summary["imported"], summary["skipped_same_id"], summary["dry_run"]) == (2, 0, False)
-    with engine_factory(config.replace("store", db_path=str(copy_db))) as copy:
+    with engine_factory(copy_store) as copy:
         assert [m.id for m in copy.list(user_id="bob")] == [m.id for m in engine.list(user_id="bob")]
-    again = CliRunner().invoke(cli, ["--db", str(copy_db), "import", str(target), "--json"])
+    again = CliRunner().invoke(cli, ["--db", db_argument(copy_store), "import", str(target), "--json"])
     assert json.loads(again.stdout)["skipped_same_id"] == 2
 
 

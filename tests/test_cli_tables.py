@@ -232,12 +232,17 @@ def test_doctor_prints_words_on_a_terminal_and_json_when_piped(engine: Engine, d
     engine.add("Ana likes tea", user_id="default")
     engine.add("Bob repairs old bicycles", user_id="default")
     screen = ok(trimem(db_arg, "doctor", width=80)).splitlines()
-    assert f"database:            {db_path}" in screen and "  memories:        2" in screen
+    assert f"database:            {engine.location}" in screen and "  memories:        2" in screen
     assert "configuration:" in screen and "    - options: --db, --log-level" in screen
     assert "      max_top_k:          100" in screen  # settings under their section, values aligned
     status = json.loads(ok(trimem(db_arg, "doctor")))
-    assert (status["database"], status["counts"]["memories"]) == (str(db_path), 2)
-    assert json.loads(ok(trimem(db_arg, "doctor", "--json", width=80)))["binding"] == "apsw"
+    assert (status["database"], status["counts"]["memories"]) == (engine.location, 2)
+    assert json.loads(ok(trimem(db_arg, "doctor", "--json", width=80)))["database"] == engine.location
+
+
+@pytest.mark.only_on("sqlite")
+def test_doctor_repair_prints_words_on_a_terminal_and_json_when_piped(engine: Engine, db_arg: str) -> None:
+    engine.add("Ana likes tea", user_id="default")
 
     assert ok(trimem(db_arg, "doctor", "--repair", width=80)) == (
         "vectors rebuilt:       0\nkeyword index rebuilt: no\nentity links rebuilt:  0\norphan rows removed:   0\n")

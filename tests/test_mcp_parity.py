@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 import anyio
 import pytest
@@ -51,11 +50,11 @@ def via_mcp(config: Config, open_engine: Callable[[Config], Engine]) -> Ranking:
 
 @pytest.mark.parametrize("surface", [via_cli, via_mcp], ids=["cli", "mcp"])
 def test_surfaces_agree_with_the_engine(
-    surface: Callable[..., Ranking], tmp_path: Path, config: Config,
+    surface: Callable[..., Ranking], another_store: Callable[[str], Config],
     engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("store.engine.Engine", engine_factory)  # the CLI opens its engine with the shared models
-    expected = via_engine(config.replace("store", db_path=str(tmp_path / "engine.db")), engine_factory)
-    got = surface(config.replace("store", db_path=str(tmp_path / "surface.db")), engine_factory)
+    expected = via_engine(another_store("engine"), engine_factory)
+    got = surface(another_store("surface"), engine_factory)
     assert [text for text, _ in got] == [text for text, _ in expected]
     assert [score for _, score in got] == pytest.approx([score for _, score in expected], abs=1e-6)

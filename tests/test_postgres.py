@@ -22,20 +22,10 @@ from conftest import database_url
 from forkserver import ForkServer
 from mcp_server.cli import cli
 from scenarios import concurrent_writers
+from test_transfer import assert_same_store, everything, export_to, fill
 from store import Config, Engine, load_config
 from store.backend import Unsupported
 from store.errors import TrimemError
-
-FACTS = [
-    "Ana moved to Lisbon in 2019 and works as a nurse at Santa Maria hospital",
-    "Ana's brother Rui repairs vintage motorbikes in Porto",
-    "Ana is allergic to peanuts and carries an EpiPen",
-    "Rui and Ana go surfing at Ericeira most Sundays",
-    "Ana's cat is called Miso and hates the vacuum cleaner",
-    "Ana is learning Japanese for a trip to Kyoto next spring",
-]
-QUERIES = ["Where does Ana live?", "What does Rui do?", "Is Ana allergic to anything?", "Ana's pet", "surfing"]
-
 
 @pytest.fixture
 def postgres(postgres_url: str, model_cache: Path) -> Config:
@@ -86,37 +76,33 @@ def test_the_same_text_from_two_servers_at_once_is_one_memory(
 # --- moving between SQLite and PostgreSQL -------------------------------------------------------
 
 
-def _ranked(engine: Engine) -> list[list[tuple[str, float]]]:
-    return [[(hit.memory.id, round(hit.score, 4)) for hit in engine.search(q, user_id="ana")] for q in QUERIES]
-
-
 def test_export_from_sqlite_and_import_into_postgres_and_back_keeps_memories_and_rankings(
-    postgres: Config, engine_factory: Callable[..., Engine], tmp_path: Path
+    postgres: Config, postgres_databases: Callable[[], str], engine_factory: Callable[..., Engine], tmp_path: Path
 ) -> None:
-    engine = engine_factory(postgres.using(str(tmp_path / "first.db")))
-    for text in FACTS:
-        engine.add(text, user_id="ana", metadata={"source": "chat"})
-    engine.update(engine.list(user_id="ana", limit=1)[0].id, text="Ana's cat Miso hates the vacuum cleaner",
-                  user_id="ana")
-    exported = tmp_path / "ana.jsonl"
-    exported.write_text("".join(engine.export(history=True)))
+    """The round trip of tests/test_transfer.py across backends: SQLite, PostgreSQL, SQLite again.
+
+    PostgreSQL counts keyword statistics per user, an SQLite file over all its users
+    (docs/postgres.md), so one user's memories rank the same on both, to the float; with several
+    users in one file the keyword part of a score can differ (so the order of near ties)."""
+    with engine_factory(postgres.using(str(tmp_path / "first.db"))) as first:
+        fill(first)
+        expected = everything(first)
+        export_to(first, tmp_path / "all.jsonl", history=True)
+        export_to(first, tmp_path / "ana.jsonl", history=True, user_id="ana")
     with engine_factory(postgres) as moved:
-        moved.import_memories(exported)
-        assert _memories(moved) == _memories(engine)
-        assert _ranked(moved) == _ranked(engine)
-        back = tmp_path / "back.jsonl"
-        back.write_text("".join(moved.export(history=True)))
-    with engine_factory(postgres.using(str(tmp_path / "back.db"))) as returned:
-        returned.import_memories(back)
-        assert _memories(returned) == _memories(engine)
-        assert _ranked(returned) == _ranked(engine)
-    engine.close()
-
-
-def _memories(engine: Engine) -> list[tuple]:
-    listed = engine.list(user_id="ana", limit=100)
-    return sorted((m.id, m.text, m.metadata, m.created_at, m.updated_at, len(engine.history(m.id, user_id="ana")))
-                  for m in listed)
+        moved.import_memories(tmp_path / "all.jsonl")
+        got = everything(moved)
+        assert (got["memories"], got["history"]) == (expected["memories"], expected["history"])
+        assert moved.check() == []
+        export_to(moved, tmp_path / "moved.jsonl", history=True)
+    with engine_factory(postgres.using(str(tmp_path / "back.db"))) as back:
+        back.import_memories(tmp_path / "moved.jsonl")
+        assert_same_store(everything(back), expected)
+    with (engine_factory(postgres.using(str(tmp_path / "ana.db"))) as on_sqlite,
+          engine_factory(postgres.using(postgres_databases())) as on_postgres):
+        for engine in (on_sqlite, on_postgres):
+            engine.import_memories(tmp_path / "ana.jsonl")
+        assert_same_store(everything(on_postgres), everything(on_sqlite))
 
 
 # --- what PostgreSQL says about itself --------------------------------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -458,7 +457,7 @@ def _visible(written: dict[str, str], scope: dict[str, str]) -> bool:
 
 
 @pytest.mark.parametrize("pool", ["semantic", "union"])
-def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp, tmp_path: Path) -> None:  # noqa: ANN001
+def test_no_read_returns_another_scopes_memory(pool: str, another_store, embedder, nlp) -> None:  # noqa: ANN001
     runs = iter(range(10**6))
     reads = {"n": 0, "with_results": 0}
 
@@ -467,8 +466,7 @@ def test_no_read_returns_another_scopes_memory(pool: str, config, embedder, nlp,
 
         def __init__(self) -> None:
             super().__init__()
-            path = tmp_path / f"isolation-{next(runs)}.db"
-            cfg = config.replace("store", db_path=str(path)).replace("search", candidate_pool=pool, threshold=0.0)
+            cfg = another_store(f"isolation-{next(runs)}").replace("search", candidate_pool=pool, threshold=0.0)
             self.engine = Engine(cfg, embedder=embedder, nlp=nlp)
             self.memories: dict[str, dict[str, str]] = {}  # id -> the scope it was written with
 

@@ -244,7 +244,7 @@ def test_an_entity_chip_opens_the_memories_linked_to_it(page: Any, engine: Engin
 
 
 def test_export_downloads_the_scope_and_filter_on_screen(
-    page: Any, engine: Engine, engine_factory: Any, config: Any, tmp_path: Path
+    page: Any, engine: Engine, engine_factory: Any, another_store: Any, tmp_path: Path
 ) -> None:
     """The button's file is ``trimem export``'s format for what the pickers and filter show:
     imported into an empty database it gives back those memories, ids and all, and no one else's."""
@@ -258,7 +258,7 @@ def test_export_downloads_the_scope_and_filter_on_screen(
     header = json.loads(exported.read_text().splitlines()[0])
     assert header["counts"]["memories"] == 3 and header["filters"] == {"category": "travel"}
 
-    with engine_factory(config.replace("store", db_path=str(tmp_path / "fresh.db"))) as fresh:
+    with engine_factory(another_store("fresh")) as fresh:
         report = fresh.import_memories(exported)
         assert report.imported == 3
         travel = engine.list(user_id=USER, filters={"category": "travel"})

@@ -236,6 +236,7 @@ def test_parallel_editors_all_save_and_every_save_is_in_the_history(ui: Ui, engi
     assert (final.text, final.metadata) == (updates[-1].new_text, updates[-1].new_metadata)
 
 
+@pytest.mark.only_on("sqlite")
 def test_an_unexpected_failure_is_a_short_answer_and_one_log_line(ui: Ui, engine: Engine) -> None:
     """A row the engine cannot read (its text damaged outside trimem: not UTF-8) fails each request
     that reads it with a short line, and the export before its download starts, not halfway."""
