@@ -142,7 +142,8 @@ def with_surface(lemmas: list[str], text: str, stop_words: frozenset[str]) -> st
 def read_scope(view: SQLiteSnapshot, sample_id: str, nlp: NLP) -> Scope:
     """The conversation's memories with their lemmas and entity links, read by SQL (the
     snapshot offers neither)."""
-    where, params = scope_sql(check_scope(sample_id, None, None), "m")
+    filed = check_scope(sample_id, None, None)
+    where, params = scope_sql(filed, "m")
     texts, lemmas = {}, {}
     for rowid, text, lemmatized in view.conn.execute(
         f"SELECT m.rowid, m.text, m.text_lemmatized FROM memories m WHERE {where} ORDER BY m.rowid", params
@@ -157,13 +158,13 @@ def read_scope(view: SQLiteSnapshot, sample_id: str, nlp: NLP) -> Scope:
         links.setdefault(entity_id, []).append(rowid)
     docs = nlp._pipeline().pipe(texts.values(), batch_size=64)
     dated = frozenset(rowid for rowid, doc in zip(texts, docs) if any(e.label_ in ("DATE", "TIME") for e in doc.ents))
-    questions = frozenset(view.questions_among(list(texts)))
+    questions = frozenset(view.questions_among(list(texts), filed))
     return Scope(texts, lemmas, {entity_id: tuple(rowids) for entity_id, rowids in links.items()}, dated, questions)
 
 
-def similarities(view: Snapshot, vector: np.ndarray, rowids: Sequence[int]) -> dict[int, float]:
-    """Each memory's similarity to ``vector``, most similar first."""
-    distances = sorted(view.distances_for(vector, rowids), key=lambda item: (item[1], item[0]))
+def similarities(view: Snapshot, vector: np.ndarray, rowids: Sequence[int], scope: StoreScope) -> dict[int, float]:
+    """Each memory's similarity to ``vector`` (memories within ``scope``), most similar first."""
+    distances = sorted(view.distances_for(vector, rowids, scope), key=lambda item: (item[1], item[0]))
     return {rowid: scoring.similarity_from_distance(distance) for rowid, distance in distances}
 
 
@@ -178,8 +179,8 @@ def read_questions(
             scope = read_scope(view, sample.sample_id, engine.nlp)
             scopes[sample.sample_id] = scope
             rowids = list(scope.texts)
-            rowid_of = {row.id: rowid for rowid, row in view.memories_by_rowid(rowids).items()}
             where = check_scope(sample.sample_id, None, None)
+            rowid_of = {row.id: rowid for rowid, row in view.memories_by_rowid(rowids, where).items()}
             for question in sample.questions:
                 prepared = retrieval.prepare(
                     question.text, engine.nlp, engine.embedder, engine._names, options, engine._side
@@ -191,11 +192,11 @@ def read_questions(
                         text=question.text,
                         relevant=frozenset(rowid_of[mapping[sample.sample_id][dia]] for dia in question.evidence),
                         terms=tuple(prepared.terms),
-                        similarity=similarities(view, prepared.embedding, rowids),
+                        similarity=similarities(view, prepared.embedding, rowids, where),
                         bm25=dict(view.bm25_memories(prepared.terms, where, len(rowids), None, None)),
                         entities=matched_entities(view, prepared, where),
                         terms_similarity=similarities(
-                            view, engine.embedder.embed_batch([" ".join(prepared.terms)])[0], rowids
+                            view, engine.embedder.embed_batch([" ".join(prepared.terms)])[0], rowids, where
                         ),
                     )
                 )

@@ -144,7 +144,9 @@ IdSource = Literal["memories", "history"]
 class Snapshot(Protocol):
     """Reads that all see one state of the store. ``filters`` is a parsed metadata filter
     (``None``: none); ``on`` a UTC day before which expired memories are left out (``None``:
-    keep them)."""
+    keep them). A call that names rows by key also takes the ``scope`` they lie within (a
+    write, the row's own scope), so a backend that keeps users apart touches only that user's
+    rows (``docs/postgres.md``)."""
 
     # memories
     def get_memory(self, memory_id: str, scope: Scope) -> MemoryRow | None:
@@ -158,7 +160,7 @@ class Snapshot(Protocol):
     ) -> tuple[list[IdCandidate], int]:
         """The first ``limit`` ids within ``scope`` that start with ``prefix`` (literally), with
         their latest text, and how many there are in all."""
-    def memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryRow]:
+    def memories_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, MemoryRow]:
         """Rows by key (missing ones skipped)."""
     def list_memories(
         self, scope: Scope, filters: Filter | None, on: str | None, limit: int, offset: int
@@ -166,7 +168,7 @@ class Snapshot(Protocol):
         """A page of the scope's memories, newest first."""
     def memories_with_entity(self, normalized: str, scope: Scope, limit: int) -> list[MemoryRow]:
         """The scope's memories linked to an entity of this normalised name, newest first."""
-    def memory_entity_names(self, rowid: int) -> list[str]:
+    def memory_entity_names(self, rowid: int, scope: Scope) -> list[str]:
         """The normalised names of the entities linked to one memory, alphabetically."""
     def scope_rowids(self, scope: Scope) -> list[int]:
         """Every memory key within ``scope``."""
@@ -191,7 +193,7 @@ class Snapshot(Protocol):
         """The ``limit`` nearest memories within the scope that pass the filters and have not
         expired, as (key, cosine distance), nearest first: exactly those, never fewer because
         others were filtered out."""
-    def distances_for(self, embedding: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
+    def distances_for(self, embedding: np.ndarray, rowids: Sequence[int], scope: Scope) -> list[tuple[int, float]]:
         """Exact cosine distances for chosen memories."""
     def bm25_memories(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
@@ -200,7 +202,7 @@ class Snapshot(Protocol):
     def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
         """The nearest entities within the scope as (entity id, text, cosine distance)."""
     def entity_links(
-        self, entity_ids: Sequence[int], filters: Filter | None, on: str | None,
+        self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
         memory_rowids: Sequence[int] | None = None,
     ) -> tuple[dict[int, int], list[tuple[int, int]], bool]:
         """For matched entities: how many memories each links to (all of them), the (entity,
@@ -212,7 +214,7 @@ class Snapshot(Protocol):
         self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None
     ) -> dict[int, list[int]]:
         """For each memory, its neighbours (key ± 1) within the scope that pass the filters."""
-    def questions_among(self, rowids: Sequence[int]) -> set[int]:
+    def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """The memories among ``rowids`` whose text ends with a question mark."""
 
     # entities, as linking reads them
@@ -232,11 +234,11 @@ class Transaction(Snapshot, Protocol):
         scope: Scope, updated_at: str,
     ) -> None:
         """Replace a memory's text, its keyword row and its vector."""
-    def set_metadata(self, rowid: int, metadata: dict[str, Any], updated_at: str) -> None:
+    def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
         """Replace a memory's metadata."""
-    def set_expiration(self, rowid: int, expiration_date: str | None, updated_at: str) -> None:
+    def set_expiration(self, rowid: int, scope: Scope, expiration_date: str | None, updated_at: str) -> None:
         """Set or clear (``None``) a memory's expiration date."""
-    def delete_memory(self, rowid: int) -> None:
+    def delete_memory(self, rowid: int, scope: Scope) -> None:
         """Delete a memory with its vector, keyword row and links (its entities may be left orphaned)."""
     def add_history(self, memory_id: str, scope: Scope, event: HistoryEvent) -> None:
         """Record one event of a memory, filed under the memory's scope."""
@@ -244,9 +246,9 @@ class Transaction(Snapshot, Protocol):
         self, scope: Scope, text: str, normalized: str, entity_type: str, embedding: np.ndarray
     ) -> int:
         """Create an entity and its vector; return its id."""
-    def link_entity(self, rowid: int, entity_id: int) -> None:
+    def link_entity(self, rowid: int, entity_id: int, scope: Scope) -> None:
         """Link a memory to an entity (idempotent)."""
-    def unlink_entities(self, rowid: int) -> None:
+    def unlink_entities(self, rowid: int, scope: Scope) -> None:
         """Drop a memory's entity links."""
     def delete_orphan_entities(self) -> None:
         """Remove the entities no memory links to any more, once per write."""

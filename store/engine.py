@@ -376,12 +376,12 @@ class Engine:
                     row.rowid, text=final_text, text_lemmatized=analysis.lemmatized, text_hash=final_hash,
                     embedding=embedding, scope=row.scope, updated_at=stamp,
                 )
-                txn.unlink_entities(row.rowid)
+                txn.unlink_entities(row.rowid, row.scope)
                 link_entities(txn, row.rowid, row.scope, analysis.entities, entity_vectors)
                 txn.delete_orphan_entities()
-            txn.set_metadata(row.rowid, final_metadata, stamp)
+            txn.set_metadata(row.rowid, row.scope, final_metadata, stamp)
             if clear_expiration or new_expiration is not None:
-                txn.set_expiration(row.rowid, new_expiration, stamp)
+                txn.set_expiration(row.rowid, row.scope, new_expiration, stamp)
             txn.add_history(row.id, row.scope,
                             HistoryEvent(row.id, "UPDATE", row.text, final_text, row.metadata, final_metadata, stamp))
             return to_memory(self._get_row(txn, memory_id, scope))
@@ -404,7 +404,7 @@ class Engine:
         self._check_writable()
         with self.backend.transaction() as txn:
             rowids = txn.scope_rowids(scope)
-            for row in txn.memories_by_rowid(rowids).values():
+            for row in txn.memories_by_rowid(rowids, scope).values():
                 self._delete_row(txn, row)
             txn.delete_orphan_entities()
         return len(rowids)
@@ -452,7 +452,7 @@ class Engine:
     @staticmethod
     def _delete_row(txn: Transaction, row: MemoryRow) -> None:
         """Delete one row and record it; the caller removes orphaned entities once afterwards."""
-        txn.delete_memory(row.rowid)
+        txn.delete_memory(row.rowid, row.scope)
         txn.add_history(row.id, row.scope, HistoryEvent(row.id, "DELETE", row.text, None, row.metadata, None,
                                                         clock.now()))
 
@@ -533,7 +533,8 @@ class Engine:
         """The names of the entities linked to one memory (normalised, as search matches them)."""
         scope = check_scope(user_id, agent_id, run_id)
         with self.backend.snapshot() as view:
-            return view.memory_entity_names(self._get_row(view, memory_id, scope).rowid)
+            row = self._get_row(view, memory_id, scope)
+            return view.memory_entity_names(row.rowid, row.scope)
 
     def list_by_entity(
         self,

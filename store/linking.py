@@ -37,4 +37,4 @@ def link_entities(
                 entity_id = txn.insert_entity(
                     scope, entity.text, entity.normalized, entity.entity_type, vectors[entity.normalized]
                 )
-        txn.link_entity(rowid, entity_id)
+        txn.link_entity(rowid, entity_id, scope)

@@ -133,7 +133,7 @@ def gather_signals(snapshot: Snapshot, prepared: PreparedQuery, request: SearchR
         missing = list(dict.fromkeys(rowid for rowid in (*bm25_raw, *boosts) if rowid not in distances))
         if missing and len(distances) >= limit:
             missing = reachable_outside_pool(prepared, request, distances, missing, bm25_raw, boosts, entity_active)
-        distances.update(snapshot.distances_for(prepared.embedding, missing))
+        distances.update(snapshot.distances_for(prepared.embedding, missing, request.scope))
     return Signals(distances, bm25_raw, boosts, entity_active, matches, keywords.source)
 
 
@@ -170,7 +170,7 @@ def keyword_context(
     weight, question_share = options.keyword_context, options.question_keywords
     rowids = list(bm25_raw)
     adjacent = snapshot.adjacent_memories(rowids, request.scope, request.filters, request.live_on) if weight > 0 else {}
-    questions = snapshot.questions_among(rowids) if question_share < 1 else set()
+    questions = snapshot.questions_among(rowids, request.scope) if question_share < 1 else set()
     params = scoring.bm25_params(term_count) if options.keyword_context_share == "score" else None
     return scoring.keyword_context(bm25_raw, adjacent, weight, params, questions, question_share)
 
@@ -220,7 +220,7 @@ def entity_boosts(
         if request.options.entity_match == "best" and similar:
             closest = max(similar, key=lambda entity_id: similar[entity_id][1])
             similar = {closest: similar[closest]}
-        linked, links, exists = snapshot.entity_links(list(similar), filters, on, among)
+        linked, links, exists = snapshot.entity_links(list(similar), request.scope, filters, on, among)
         active = active or exists
         match_of = {}
         for entity_id, (text, similarity) in similar.items():
@@ -243,7 +243,7 @@ def entity_boosts(
             chosen[entity_id] = (boost, match)
             room -= match.linked_memories
         if chosen:
-            _, links, _ = snapshot.entity_links(list(chosen), filters, on)
+            _, links, _ = snapshot.entity_links(list(chosen), request.scope, filters, on)
             keep(links, chosen)
     return best, matches, active
 
@@ -260,7 +260,7 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
     """Signals (expired and filtered-out memories already excluded), the gate and fusion, then
     the ranked memories with their scores, all read from one ``snapshot``."""
     signals = gather_signals(snapshot, prepared, request)
-    rows = snapshot.memories_by_rowid(list(signals.distances))
+    rows = snapshot.memories_by_rowid(list(signals.distances), request.scope)
     dropped: list[DroppedCandidate] = []
     semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in signals.distances.items()}
     params = scoring.bm25_params(len(prepared.terms))
@@ -311,7 +311,7 @@ def left_out(
     """
     unfiltered = snapshot.knn_memories(prepared.embedding, request.scope, request.internal_limit, None, None)
     excluded = [(rowid, distance) for rowid, distance in unfiltered if rowid not in signals.distances]
-    rows = snapshot.memories_by_rowid([rowid for rowid, _ in excluded])
+    rows = snapshot.memories_by_rowid([rowid for rowid, _ in excluded], request.scope)
     return [
         DroppedCandidate(
             rows[rowid].id, rows[rowid].text, scoring.similarity_from_distance(distance),

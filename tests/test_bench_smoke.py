@@ -16,6 +16,7 @@ from bench import ideas, locomo, metrics, quality, ranking_cost, report, speed
 from bench.stages import SEARCH_STAGES, StageClock
 from store import Config, Engine, MemoryInput
 from store.sqlite.signals import SignalReads
+from store.scope import Scope as StoreScope
 
 # --- metrics, computed by hand ---------------------------------------------------------------
 
@@ -164,7 +165,7 @@ def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embed
         scopes, asked = ideas.read_questions(engine, [tiny], mapping)
         keywords = ideas.Keywords(engine, nlp)
         with engine.backend.snapshot() as view:
-            rows = view.memories_by_rowid(list(scopes["conv-30"].texts))
+            rows = view.memories_by_rowid(list(scopes["conv-30"].texts), StoreScope("conv-30"))
         rowid_of = {row.id: rowid for rowid, row in rows.items()}
         threshold = engine.config.search.threshold
         searched = [

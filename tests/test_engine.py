@@ -76,6 +76,7 @@ def test_messages_become_one_memory_each_and_system_is_skipped(engine: Engine) -
     ],
 )
 def test_bad_input_is_refused_with_a_clear_message_and_writes_nothing(engine: Engine, kwargs, message) -> None:
+    kwargs = dict(kwargs)  # the parameters are shared by every backend's run
     content = kwargs.pop("content")
     with pytest.raises(InvalidArgument, match=message):
         engine.add(content, **kwargs)

@@ -192,7 +192,7 @@ def test_union_pool_scores_keyword_hits_outside_the_overfetch(engine: Engine) ->
         "weekly groceries ZX81", engine.nlp, engine.embedder, engine._names, tight, engine._side
     )
     with engine.backend.snapshot() as view:
-        rows = view.memories_by_rowid(view.scope_rowids(Scope("ana")))
+        rows = view.memories_by_rowid(view.scope_rowids(Scope("ana")), Scope("ana"))
     (invoice,) = [rowid for rowid, row in rows.items() if row.text.startswith("Invoice")]
     pools = {}
     for pool in ("semantic", "union"):

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..backend import MemoryRow
 from ..scope import Scope
-from .sql import EXACT_SCOPE_SQL, Statements, memory_columns, memory_row, scope_sql
+from .sql import EXACT_SCOPE_SQL, Statements, memory_columns, memory_row, scope_sql, user_sql
 
 
 class EntityReads(Statements):
@@ -26,13 +26,14 @@ class EntityReads(Statements):
         )
         return (row[0], row[1]) if row else None
 
-    def memory_entity_names(self, rowid: int) -> list[str]:
+    def memory_entity_names(self, rowid: int, scope: Scope) -> list[str]:
+        user, params = user_sql(scope, "l")
         return [
             row[0]
             for row in self.rows(
-                "SELECT e.normalized FROM memory_entities l JOIN entities e "
-                "ON e.user_id = l.user_id AND e.id = l.entity_id WHERE l.memory_rowid = %s ORDER BY e.normalized",
-                (rowid,),
+                "SELECT e.normalized FROM memory_entities l JOIN entities e ON e.user_id = l.user_id "
+                f"AND e.id = l.entity_id WHERE {user} AND l.memory_rowid = %s ORDER BY e.normalized",
+                (*params, rowid),
             )
         ]
 
@@ -52,7 +53,7 @@ class EntityWrites(Statements):
     """Entities and links as a transaction writes them. The entities a transaction unlinks are
     remembered, so ``delete_orphan_entities`` looks at those alone, not at every entity."""
 
-    unlinked: set[int]
+    unlinked: set[tuple[str, int]]
 
     def insert_entity(
         self, scope: Scope, text: str, normalized: str, entity_type: str, embedding: np.ndarray
@@ -66,24 +67,26 @@ class EntityWrites(Statements):
         )
         return row[0] if row else self.find_entity_exact(scope, normalized)
 
-    def link_entity(self, rowid: int, entity_id: int) -> None:
+    def link_entity(self, rowid: int, entity_id: int, scope: Scope) -> None:
         self.conn.execute(
-            "INSERT INTO memory_entities (user_id, memory_rowid, entity_id) "
-            "SELECT user_id, rowid, %s FROM memories WHERE rowid = %s ON CONFLICT DO NOTHING",
-            (entity_id, rowid),
+            "INSERT INTO memory_entities (user_id, memory_rowid, entity_id) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            (scope.user_id, rowid, entity_id),
         )
 
-    def unlink_entities(self, rowid: int) -> None:
+    def unlink_entities(self, rowid: int, scope: Scope) -> None:
         self.unlinked.update(
-            row[0] for row in self.rows("DELETE FROM memory_entities WHERE memory_rowid = %s RETURNING entity_id",
-                                        (rowid,))
+            (scope.user_id, row[0])
+            for row in self.rows("DELETE FROM memory_entities WHERE user_id = %s AND memory_rowid = %s "
+                                 "RETURNING entity_id", (scope.user_id, rowid))
         )
 
     def delete_orphan_entities(self) -> None:
         if self.unlinked:
+            users, ids = zip(*sorted(self.unlinked))
             self.conn.execute(
-                "DELETE FROM entities e WHERE e.id = ANY(%s) AND NOT EXISTS "
+                "DELETE FROM entities e USING unnest(%s::text[], %s::bigint[]) AS gone(user_id, id) "
+                "WHERE e.user_id = gone.user_id AND e.id = gone.id AND NOT EXISTS "
                 "(SELECT 1 FROM memory_entities l WHERE l.user_id = e.user_id AND l.entity_id = e.id)",
-                (sorted(self.unlinked),),
+                (list(users), list(ids)),
             )
             self.unlinked.clear()

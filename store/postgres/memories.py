@@ -14,7 +14,7 @@ from ..filters import Filter
 from ..records import HistoryEvent
 from ..scope import Scope
 from .keywords import term_frequencies
-from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_columns, memory_row, scope_sql
+from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_columns, memory_row, scope_sql, user_sql
 
 _CANDIDATES_SQL = {
     "memories": "SELECT id, text, count(*) OVER () FROM memories WHERE left(id, %s) = %s AND {where} "
@@ -60,10 +60,12 @@ class MemoryReads(Statements):
         rows = self.rows(_CANDIDATES_SQL[source].format(where=where), (len(prefix), prefix, *params, limit))
         return [IdCandidate(row[0], row[1]) for row in rows], rows[0][2] if rows else 0
 
-    def memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryRow]:
+    def memories_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, MemoryRow]:
         if not rowids:
             return {}
-        rows = self.rows(f"SELECT {memory_columns()} FROM memories WHERE rowid = ANY(%s)", (list(rowids),))
+        user, params = user_sql(scope)
+        rows = self.rows(f"SELECT {memory_columns()} FROM memories WHERE {user} AND rowid = ANY(%s)",
+                         (*params, list(rowids)))
         return {row[0]: memory_row(row) for row in rows}
 
     def list_memories(
@@ -196,19 +198,21 @@ class MemoryWrites(Statements):
         self.conn.execute("DELETE FROM memory_terms WHERE user_id = %s AND memory_rowid = %s", (scope.user_id, rowid))
         self._post_terms(scope.user_id, rowid, frequencies)
 
-    def set_metadata(self, rowid: int, metadata: dict[str, Any], updated_at: str) -> None:
-        self.conn.execute("UPDATE memories SET metadata = %s, updated_at = %s WHERE rowid = %s",
-                          (_json(metadata), updated_at, rowid))
+    def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
+        self.conn.execute("UPDATE memories SET metadata = %s, updated_at = %s WHERE user_id = %s AND rowid = %s",
+                          (_json(metadata), updated_at, scope.user_id, rowid))
 
-    def set_expiration(self, rowid: int, expiration_date: str | None, updated_at: str) -> None:
-        self.conn.execute("UPDATE memories SET expiration_date = %s, updated_at = %s WHERE rowid = %s",
-                          (expiration_date, updated_at, rowid))
+    def set_expiration(self, rowid: int, scope: Scope, expiration_date: str | None, updated_at: str) -> None:
+        self.conn.execute(
+            "UPDATE memories SET expiration_date = %s, updated_at = %s WHERE user_id = %s AND rowid = %s",
+            (expiration_date, updated_at, scope.user_id, rowid),
+        )
 
-    def delete_memory(self, rowid: int) -> None:
+    def delete_memory(self, rowid: int, scope: Scope) -> None:
         """Its postings and links go by cascade; the entities it leaves unlinked are remembered
         for ``delete_orphan_entities``."""
-        self.unlink_entities(rowid)
-        self.conn.execute("DELETE FROM memories WHERE rowid = %s", (rowid,))
+        self.unlink_entities(rowid, scope)
+        self.conn.execute("DELETE FROM memories WHERE user_id = %s AND rowid = %s", (scope.user_id, rowid))
 
     def add_history(self, memory_id: str, scope: Scope, event: HistoryEvent) -> None:
         """Filed with the scope, so history stays scoped after a delete."""

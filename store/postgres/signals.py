@@ -10,7 +10,7 @@ import numpy as np
 from ..filters import Filter
 from ..scope import Scope
 from .keywords import BM25_SQL, query_terms
-from .sql import Statements, live_sql, scope_sql
+from .sql import Statements, live_sql, scope_sql, user_sql
 
 EXACT_SCAN_ROWS = 10_000
 """Up to this many candidate rows, nearest neighbours are found by an exact scan (exactly the
@@ -62,19 +62,20 @@ class SignalReads(Statements):
         return self._nearest("memories", ("rowid",), embedding, f"{where} AND ({live})", [*params, *live_params],
                              limit)
 
-    def distances_for(self, embedding: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
+    def distances_for(self, embedding: np.ndarray, rowids: Sequence[int], scope: Scope) -> list[tuple[int, float]]:
         if not rowids:
             return []
-        return self.rows("SELECT rowid, embedding <=> %s FROM memories WHERE rowid = ANY(%s)",
-                         (_vector(embedding), list(rowids)))
+        user, params = user_sql(scope)
+        return self.rows(f"SELECT rowid, embedding <=> %s FROM memories WHERE {user} AND rowid = ANY(%s)",
+                         (_vector(embedding), *params, list(rowids)))
 
     def bm25_memories(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
         if not terms:
             return []
-        corpus, corpus_params = scope_sql(Scope(scope.user_id), "c")
-        postings, postings_params = scope_sql(Scope(scope.user_id), "p")
+        corpus, corpus_params = user_sql(scope, "c")
+        postings, postings_params = user_sql(scope, "p")
         where, params = scope_sql(scope, "m")
         live, live_params = live_sql(filters, on)
         sql = BM25_SQL.format(corpus=corpus, postings=postings, scope=where, live=live)
@@ -86,28 +87,29 @@ class SignalReads(Statements):
         return self._nearest("entities", ("id", "text"), embedding, where, params, limit)
 
     def entity_links(
-        self, entity_ids: Sequence[int], filters: Filter | None, on: str | None,
+        self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
         memory_rowids: Sequence[int] | None = None,
     ) -> tuple[dict[int, int], list[tuple[int, int]], bool]:
         """As on SQLite: the count uses every link, only the links returned are filtered."""
         if not entity_ids:
             return {}, [], False
         ids = list(entity_ids)
+        user, user_params = user_sql(scope, "l")
         linked = dict(self.rows(
-            "SELECT entity_id, count(*) FROM memory_entities WHERE entity_id = ANY(%s) GROUP BY entity_id", (ids,)
+            f"SELECT entity_id, count(*) FROM memory_entities l WHERE {user} AND entity_id = ANY(%s) GROUP BY entity_id",
+            (*user_params, ids),
         ))
         live, live_params = live_sql(filters, on)
         joined = (
             "FROM memory_entities l JOIN memories m ON m.user_id = l.user_id AND m.rowid = l.memory_rowid "
-            f"WHERE l.entity_id = ANY(%s) AND ({live})"
+            f"WHERE {user} AND l.entity_id = ANY(%s) AND ({live})"
         )
         among, among_params = "", []
         if memory_rowids is not None:
             among, among_params = " AND l.memory_rowid = ANY(%s)", [list(memory_rowids)]
-        links = self.rows(f"SELECT l.entity_id, l.memory_rowid {joined}{among}", (ids, *live_params, *among_params))
-        exists = bool(links) or (
-            memory_rowids is not None and self.row(f"SELECT EXISTS (SELECT 1 {joined})", (ids, *live_params))[0]
-        )
+        params = (*user_params, ids, *live_params)
+        links = self.rows(f"SELECT l.entity_id, l.memory_rowid {joined}{among}", (*params, *among_params))
+        exists = bool(links) or (memory_rowids is not None and self.row(f"SELECT EXISTS (SELECT 1 {joined})", params)[0])
         return linked, links, exists
 
     def scope_count(self, scope: Scope) -> int:
@@ -133,14 +135,16 @@ class SignalReads(Statements):
         }
         return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
 
-    def questions_among(self, rowids: Sequence[int]) -> set[int]:
+    def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """Trailing whitespace aside: a turn that asks."""
         if not rowids:
             return set()
+        user, params = user_sql(scope)
         return {
             row[0]
             for row in self.rows(
-                "SELECT rowid FROM memories WHERE rowid = ANY(%s) AND right(rtrim(text, E' \\t\\n\\r'), 1) = '?'",
-                (list(rowids),),
+                f"SELECT rowid FROM memories WHERE {user} AND rowid = ANY(%s) "
+                "AND right(rtrim(text, E' \\t\\n\\r'), 1) = '?'",
+                (*params, list(rowids)),
             )
         }

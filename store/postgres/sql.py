@@ -43,6 +43,12 @@ def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
     return " AND ".join(f"{prefix}{key} = %s" for key in named) or "TRUE", list(named.values())
 
 
+def user_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
+    """The scope's user alone (``TRUE`` when it names none): what a lookup by key adds, so the
+    statement stays on that user's rows (one shard, when the tables are distributed by user)."""
+    return scope_sql(Scope(scope.user_id), alias)
+
+
 EXACT_SCOPE_SQL = " AND ".join(f"{key} = %s" for key in SCOPE_KEYS)
 """A scope read as *exact* (bound to ``Scope.values()``): where one memory or entity is filed."""
 

@@ -29,7 +29,7 @@ class EntityReads(Statements):
         ).fetchone()
         return (row[0], row[1]) if row else None
 
-    def memory_entity_names(self, rowid: int) -> list[str]:
+    def memory_entity_names(self, rowid: int, scope: Scope) -> list[str]:
         return [
             row[0]
             for row in self.conn.execute(
@@ -77,11 +77,11 @@ class EntityWrites(Statements):
             (vector_blob(embedding), entity_id),
         )
 
-    def link_entity(self, rowid: int, entity_id: int) -> None:
+    def link_entity(self, rowid: int, entity_id: int, scope: Scope) -> None:
         self.conn.execute("INSERT OR IGNORE INTO memory_entities(memory_rowid, entity_id) VALUES (?, ?)",
                           (rowid, entity_id))
 
-    def unlink_entities(self, rowid: int) -> None:
+    def unlink_entities(self, rowid: int, scope: Scope) -> None:
         self.conn.execute("DELETE FROM memory_entities WHERE memory_rowid = ?", (rowid,))
 
     def delete_link(self, rowid: int, entity_id: int) -> None:

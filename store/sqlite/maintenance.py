@@ -25,6 +25,7 @@ from ..errors import DiskFull, InvalidArgument, TrimemError, unwritable
 from ..linking import link_entities
 from ..nlp import NLP, Analysis
 from ..records import RepairReport, Violation
+from ..scope import EVERY_SCOPE
 from . import connection, probes, schema
 from .statements import SQLiteSnapshot, SQLiteTransaction
 
@@ -126,7 +127,7 @@ def _plan(conn: apsw.Connection) -> _Plan:
     rowids = [row[0] for name in ("memory_without_vector", "vector_scope") for row in probes.probe(conn, name)]
     snapshot = SQLiteSnapshot(conn)
     rows = [row for lo in range(0, len(rowids), _CHUNK)
-            for _, row in sorted(snapshot.memories_by_rowid(rowids[lo : lo + _CHUNK]).items())]
+            for _, row in sorted(snapshot.memories_by_rowid(rowids[lo : lo + _CHUNK], EVERY_SCOPE).items())]
     return _Plan(rows, _entities_to_embed(conn), probes.memories_without_links(conn))
 
 

@@ -66,7 +66,7 @@ class MemoryReads(Statements):
         ).fetchall()
         return [IdCandidate(row[0], row[1]) for row in rows], rows[0][2] if rows else 0
 
-    def memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryRow]:
+    def memories_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, MemoryRow]:
         if not rowids:
             return {}
         rows = self.conn.execute(
@@ -199,18 +199,18 @@ class MemoryWrites(Statements):
         )
         self.put_memory_vector(rowid, embedding, scope)
 
-    def set_metadata(self, rowid: int, metadata: dict[str, Any], updated_at: str) -> None:
+    def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
         self.conn.execute(
             "UPDATE memories SET metadata = ?, updated_at = ? WHERE rowid = ?", (_json(metadata), updated_at, rowid)
         )
 
-    def set_expiration(self, rowid: int, expiration_date: str | None, updated_at: str) -> None:
+    def set_expiration(self, rowid: int, scope: Scope, expiration_date: str | None, updated_at: str) -> None:
         self.conn.execute(
             "UPDATE memories SET expiration_date = ?, updated_at = ? WHERE rowid = ?",
             (expiration_date, updated_at, rowid),
         )
 
-    def delete_memory(self, rowid: int) -> None:
+    def delete_memory(self, rowid: int, scope: Scope) -> None:
         """Its FTS row goes by trigger and its links by cascade. Entities it leaves unlinked stay
         until ``delete_orphan_entities``, once per transaction: a scan per deleted row made
         ``delete_all`` O(rows × entities)."""

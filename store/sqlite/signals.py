@@ -67,7 +67,7 @@ class SignalReads(Statements):
             (blob, *params, *live_params, limit),
         ).fetchall()
 
-    def distances_for(self, embedding: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
+    def distances_for(self, embedding: np.ndarray, rowids: Sequence[int], scope: Scope) -> list[tuple[int, float]]:
         if not rowids:
             return []
         # Driven from memories, vec0 gets one rowid lookup per memory; ``memory_rowid IN (…)``
@@ -106,7 +106,7 @@ class SignalReads(Statements):
         return [(entity_id, texts[entity_id], distance) for entity_id, distance in hits]
 
     def entity_links(
-        self, entity_ids: Sequence[int], filters: Filter | None, on: str | None,
+        self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
         memory_rowids: Sequence[int] | None = None,
     ) -> tuple[dict[int, int], list[tuple[int, int]], bool]:
         """The count uses every link (Mem0 weights by the entity's whole spread); only the links
@@ -164,7 +164,7 @@ class SignalReads(Statements):
         }
         return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
 
-    def questions_among(self, rowids: Sequence[int]) -> set[int]:
+    def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """Trailing whitespace aside: a turn that asks."""
         if not rowids:
             return set()
