@@ -13,6 +13,7 @@ under an advisory lock, so several servers starting at once migrate once.
 from __future__ import annotations
 
 import shlex
+import textwrap
 from collections.abc import Callable
 
 import psycopg
@@ -20,17 +21,15 @@ import psycopg
 from ..errors import SchemaMismatch
 
 TEXT = 'text COLLATE "C"'
-SCOPE_COLUMNS = f"""
-    user_id {TEXT} NOT NULL DEFAULT '',
-    agent_id {TEXT} NOT NULL DEFAULT '',
-    run_id {TEXT} NOT NULL DEFAULT ''"""
+SCOPE_COLUMNS = ",\n            ".join(f"{key} {TEXT} NOT NULL DEFAULT ''" for key in ("user_id", "agent_id", "run_id"))
+"""The scope's columns, as the tables of ``initial_sql`` list them (at its indentation)."""
 
 MIGRATION_LOCK = 0x7472696D656D  # "trimem": the advisory lock migrations run under
 
 
-def m001_initial(conn: psycopg.Connection, dimension: int) -> None:
-    """Memories with their vectors and keyword postings, entities and links, history."""
-    conn.execute(f"""
+def initial_sql(dimension: int) -> str:
+    """The first migration's SQL (``docs/schema.md`` shows it)."""
+    return textwrap.dedent(f"""
         CREATE TABLE meta (key {TEXT} PRIMARY KEY, value {TEXT} NOT NULL);
         CREATE SEQUENCE memory_keys;
         CREATE TABLE memories (
@@ -105,7 +104,12 @@ def m001_initial(conn: psycopg.Connection, dimension: int) -> None:
             PRIMARY KEY (user_id, id)
         );
         CREATE INDEX history_memory ON history (memory_id);
-    """)
+    """).strip()
+
+
+def m001_initial(conn: psycopg.Connection, dimension: int) -> None:
+    """Memories with their vectors and keyword postings, entities and links, history."""
+    conn.execute(initial_sql(dimension))
 
 
 MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (m001_initial,)
