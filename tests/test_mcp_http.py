@@ -14,6 +14,8 @@ import pytest
 from mcp import Client
 from test_mcp import TOOLS  # pytest puts tests/ on sys.path (prepend import mode)
 
+from store import Config
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -35,9 +37,11 @@ def wait_for_port(port: int, seconds: float = 60) -> None:
 
 
 @pytest.fixture
-def http_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def http_server(config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``trimem serve --transport http`` in a process of its own, on the test's store."""
     port = free_port()
-    monkeypatch.setenv("TRIMEM_DB_PATH", str(tmp_path / "http.db"))
+    monkeypatch.setenv("TRIMEM_DB_PATH", config.store.db_path)
+    monkeypatch.setenv("TRIMEM_DATABASE_URL", config.store.database_url)
     with (tmp_path / "server.log").open("w") as log, (tmp_path / "stdout.txt").open("w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", "--port", str(port)], stderr=log,
@@ -61,7 +65,7 @@ def test_streamable_http_serves_the_tools(http_server: str) -> None:
     anyio.run(scenario)
 
 
-def test_http_is_quiet_one_info_line_and_no_access_log(http_server: str, tmp_path: Path) -> None:
+def test_http_is_quiet_one_info_line_and_no_access_log(http_server: str, config: Config, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with Client(http_server) as client:
             await client.call_tool("list_memories", {})
@@ -71,7 +75,7 @@ def test_http_is_quiet_one_info_line_and_no_access_log(http_server: str, tmp_pat
     assert (tmp_path / "stdout.txt").read_text() == ""  # no access-log lines
     lines = [line for line in (tmp_path / "server.log").read_text().splitlines() if line.strip()]
     [info] = [line for line in lines if " INFO " in line and "exporting" not in line]  # export: once per install
-    assert f"trimem serving {tmp_path / 'http.db'} for user_id='default'; models: " in info
+    assert f"trimem serving {config.location} for user_id='default'; models: " in info
     assert not [line for line in lines if "WARNING" in line or "ERROR" in line or "%" in line], lines
 
 
