@@ -255,7 +255,9 @@ class Transaction(Snapshot, Protocol):
 
 
 class Backend(Protocol):
-    """One store: its sessions, what it can do, and the optional capabilities' work."""
+    """One store: its sessions, what it can do, and the optional capabilities' work. A
+    capability's method (``check``, ``repair``, ``reembed``, ``backup``) is there only when
+    ``capabilities`` names it; ``require`` refuses the others before anything starts."""
 
     location: str
     """Where the data lives, as a person would name it (a file path, a server and database)."""

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from psycopg import IsolationLevel
 
-from ..backend import Capability, Progress
+from ..backend import Capability
 from ..config import database_location
-from ..embeddings import Embedder
 from ..errors import TrimemError
 from ..nlp import NLP
-from ..records import RepairReport, ReembedReport, Violation
+from ..records import Violation
 from . import connection, maintenance, schema
 from .statements import PostgresSnapshot, PostgresTransaction
 
@@ -84,12 +82,3 @@ class PostgresBackend:
     def check(self, nlp: NLP | None) -> list[Violation]:
         with self._session(write=False) as conn:
             return maintenance.check(conn)
-
-    def repair(self, embedder: Embedder, nlp: NLP) -> RepairReport:
-        raise AssertionError("not a capability of this backend")
-
-    def reembed(self, embedder: Embedder, progress: Progress | None) -> ReembedReport:
-        raise AssertionError("not a capability of this backend")
-
-    def backup(self, destination: Path) -> None:
-        raise AssertionError("not a capability of this backend")
