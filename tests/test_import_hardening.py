@@ -311,6 +311,7 @@ def stored_memories(path: Path) -> int:
     if not path.exists():
         return 0
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(10_000)  # the import may be creating the schema, which locks the file a moment
     try:
         return conn.execute("SELECT count(*) FROM memories").fetchone()[0]
     except apsw.SQLError:  # no table yet
