@@ -138,6 +138,17 @@ IdSource = Literal["memories", "history"]
 """Where an id prefix is looked up: stored memories, or every id history keeps (deleted ones too)."""
 
 
+def keys_around(rowids: Sequence[int]) -> list[int]:
+    """The keys the neighbours of these memories would have (``adjacent_memories``)."""
+    return sorted({rowid + step for rowid in rowids for step in (-1, 1)})
+
+
+def neighbours(rowids: Sequence[int], found: set[int]) -> dict[int, list[int]]:
+    """Each memory's neighbours among the keys ``found`` (those of ``keys_around`` that are
+    stored, within the scope and passing the filters)."""
+    return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
+
+
 # --- the interface --------------------------------------------------------------------------
 
 

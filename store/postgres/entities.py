@@ -6,7 +6,8 @@ import numpy as np
 
 from ..backend import MemoryRow
 from ..scope import Scope
-from .sql import EXACT_SCOPE_SQL, Statements, memory_columns, memory_row, scope_sql, user_sql
+from ..sqltext import memory_columns
+from .sql import EXACT_SCOPE_SQL, Statements, memory_row, scope_sql, user_sql
 
 
 class EntityReads(Statements):

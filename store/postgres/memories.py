@@ -14,7 +14,8 @@ from ..filters import Filter
 from ..records import HistoryEvent
 from ..scope import Scope
 from .keywords import term_frequencies
-from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_columns, memory_row, scope_sql, user_sql
+from ..sqltext import memory_columns
+from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_row, scope_sql, user_sql
 
 _CANDIDATES_SQL = {
     "memories": "SELECT id, text, count(*) OVER () FROM memories WHERE left(id, %s) = %s AND {where} "

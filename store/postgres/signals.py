@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..backend import keys_around, neighbours
 from ..filters import Filter
 from ..scope import Scope
 from .keywords import BM25_SQL, query_terms
@@ -123,7 +124,7 @@ class SignalReads(Statements):
         another scope, or deleted, is no neighbour."""
         if not rowids:
             return {}
-        around = sorted({rowid + step for rowid in rowids for step in (-1, 1)})
+        around = keys_around(rowids)
         where, params = scope_sql(scope, "m")
         live, live_params = live_sql(filters, on)
         found = {
@@ -133,7 +134,7 @@ class SignalReads(Statements):
                 (around, *params, *live_params),
             )
         }
-        return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
+        return neighbours(rowids, found)
 
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """Trailing whitespace aside: a turn that asks."""

@@ -1,4 +1,4 @@
-"""What every statement module of the PostgreSQL backend shares: the memory row's columns and
+"""What every statement module of the PostgreSQL backend shares: the memory row's decoding and
 the scope and live-memory conditions.
 
 Values are always bound parameters (psycopg's ``%s``); the only text spliced into SQL is
@@ -16,20 +16,9 @@ import psycopg
 
 from ..backend import MemoryRow
 from ..filters import Filter
-from ..scope import SCOPE_KEYS, Scope
+from ..scope import Scope
+from ..sqltext import exact_scope_condition, scope_condition
 from .filters import filter_sql
-
-MEMORY_COLUMNS = (
-    "rowid", "id", "text", "hash", "user_id", "agent_id", "run_id", "actor_id", "role", "metadata",
-    "created_at", "updated_at", "expiration_date",
-)
-
-
-def memory_columns(alias: str = "") -> str:
-    """The columns of a ``MemoryRow``, in its order, optionally over a table alias."""
-    prefix = f"{alias}." if alias else ""
-    return ", ".join(prefix + column for column in MEMORY_COLUMNS)
-
 
 def memory_row(values: Sequence[Any]) -> MemoryRow:
     """A ``MemoryRow`` from the values of ``memory_columns`` (psycopg decodes the JSONB)."""
@@ -37,10 +26,8 @@ def memory_row(values: Sequence[Any]) -> MemoryRow:
 
 
 def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
-    """A scope read as *within*: equality on each id it names; unnamed ones match anything."""
-    prefix = f"{alias}." if alias else ""
-    named = scope.named()
-    return " AND ".join(f"{prefix}{key} = %s" for key in named) or "TRUE", list(named.values())
+    """A scope read as *within* (``store.sqltext.scope_condition``)."""
+    return scope_condition(scope, "%s", alias)
 
 
 def user_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
@@ -49,7 +36,7 @@ def user_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
     return scope_sql(Scope(scope.user_id), alias)
 
 
-EXACT_SCOPE_SQL = " AND ".join(f"{key} = %s" for key in SCOPE_KEYS)
+EXACT_SCOPE_SQL = exact_scope_condition("%s")
 """A scope read as *exact* (bound to ``Scope.values()``): where one memory or entity is filed."""
 
 

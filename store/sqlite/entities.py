@@ -7,7 +7,8 @@ import numpy as np
 
 from ..backend import MemoryRow
 from ..scope import Scope
-from .sql import EXACT_SCOPE_SQL, Statements, marks, memory_columns, memory_row, scope_sql, vector_blob
+from ..sqltext import memory_columns
+from .sql import EXACT_SCOPE_SQL, Statements, marks, memory_row, scope_sql, vector_blob
 
 ORPHANS_PER_DELETE = 500
 """Entity ids per ``IN (…)`` delete, well under SQLite's bound-parameter limit."""

@@ -15,7 +15,8 @@ from ..backend import DeletedMemory, IdCandidate, IdSource, MemoryRow, NewMemory
 from ..filters import Filter
 from ..records import HistoryEvent
 from ..scope import Scope
-from .sql import EXACT_SCOPE_SQL, Statements, live_sql, marks, memory_columns, memory_row, scope_sql, vector_blob
+from ..sqltext import memory_columns
+from .sql import EXACT_SCOPE_SQL, Statements, live_sql, marks, memory_row, scope_sql, vector_blob
 
 _CANDIDATES_SQL = {
     "memories": "SELECT id, text, count(*) OVER () FROM memories WHERE substr(id, 1, ?) = ? AND {where} "

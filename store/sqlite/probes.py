@@ -9,7 +9,8 @@ from typing import Any, NamedTuple
 import apsw
 
 from ..backend import MemoryRow
-from .sql import marks, memory_columns, memory_row
+from ..sqltext import memory_columns
+from .sql import marks, memory_row
 
 
 _SCOPE_DIFFERS = "{a}.user_id IS NOT {b}.user_id OR {a}.agent_id IS NOT {b}.agent_id OR {a}.run_id IS NOT {b}.run_id"

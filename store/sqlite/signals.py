@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..backend import keys_around, neighbours
 from ..filters import Filter
 from ..scope import Scope
 from .sql import Statements, live_sql, marks, scope_sql, vector_blob
@@ -150,7 +151,7 @@ class SignalReads(Statements):
         another scope, or deleted, is no neighbour."""
         if not rowids:
             return {}
-        around = sorted({rowid + step for rowid in rowids for step in (-1, 1)})
+        around = keys_around(rowids)
         # Unary + keeps the planner on the rowid lookups: through the scope index it would
         # walk the whole scope (5 ms instead of 0.2 at 10,000 memories).
         where, params = scope_sql(scope, "+m")
@@ -162,7 +163,7 @@ class SignalReads(Statements):
                 (*around, *params, *live_params),
             )
         }
-        return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
+        return neighbours(rowids, found)
 
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """Trailing whitespace aside: a turn that asks."""

@@ -1,4 +1,4 @@
-"""What every statement module of the SQLite backend shares: the memory row's columns, the
+"""What every statement module of the SQLite backend shares: the memory row's decoding, the
 scope and live-memory conditions, and the vector layout.
 
 Values are always bound parameters; the only text spliced into SQL is identifiers chosen in
@@ -16,20 +16,9 @@ import numpy as np
 
 from ..backend import MemoryRow
 from ..filters import Filter
-from ..scope import SCOPE_KEYS, Scope
+from ..scope import Scope
+from ..sqltext import exact_scope_condition, scope_condition
 from .filters import filter_sql
-
-MEMORY_COLUMNS = (
-    "rowid", "id", "text", "hash", "user_id", "agent_id", "run_id", "actor_id", "role", "metadata",
-    "created_at", "updated_at", "expiration_date",
-)
-
-
-def memory_columns(alias: str = "") -> str:
-    """The columns of a ``MemoryRow``, in its order, optionally over a table alias."""
-    prefix = f"{alias}." if alias else ""
-    return ", ".join(prefix + column for column in MEMORY_COLUMNS)
-
 
 def memory_row(values: Sequence[Any]) -> MemoryRow:
     """A ``MemoryRow`` from the values of ``memory_columns``, its metadata decoded."""
@@ -43,13 +32,11 @@ def vector_blob(vector: np.ndarray) -> bytes:
 
 
 def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
-    """A scope read as *within*: equality on each id it names; unnamed ones match anything."""
-    prefix = f"{alias}." if alias else ""
-    named = scope.named()
-    return " AND ".join(f"{prefix}{key} = ?" for key in named) or "1", list(named.values())
+    """A scope read as *within* (``store.sqltext.scope_condition``)."""
+    return scope_condition(scope, "?", alias)
 
 
-EXACT_SCOPE_SQL = " AND ".join(f"{key} = ?" for key in SCOPE_KEYS)
+EXACT_SCOPE_SQL = exact_scope_condition("?")
 """A scope read as *exact* (bound to ``Scope.values()``): where one memory or entity is filed."""
 
 

@@ -1,0 +1,30 @@
+"""What the SQL backends share: the columns of a memory row and the scope conditions, written
+with each driver's placeholder (``?`` for SQLite, ``%s`` for psycopg)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .backend import MemoryRow
+from .scope import SCOPE_KEYS, Scope
+
+MEMORY_COLUMNS = tuple(field.name for field in dataclasses.fields(MemoryRow))
+"""The columns every backend stores a ``MemoryRow`` in, in its order."""
+
+
+def memory_columns(alias: str = "") -> str:
+    """The columns of a ``MemoryRow``, in its order, optionally over a table alias."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + column for column in MEMORY_COLUMNS)
+
+
+def scope_condition(scope: Scope, placeholder: str, alias: str = "") -> tuple[str, list[str]]:
+    """A scope read as *within*: equality on each id it names; unnamed ones match anything."""
+    prefix = f"{alias}." if alias else ""
+    named = scope.named()
+    return " AND ".join(f"{prefix}{key} = {placeholder}" for key in named) or "TRUE", list(named.values())
+
+
+def exact_scope_condition(placeholder: str) -> str:
+    """A scope read as *exact* (bound to ``Scope.values()``): where one memory or entity is filed."""
+    return " AND ".join(f"{key} = {placeholder}" for key in SCOPE_KEYS)
