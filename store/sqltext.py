@@ -1,9 +1,10 @@
-"""What the SQL backends share: the columns of a memory row and the scope conditions, written
+"""What the SQL backends share: the columns of a memory row, and the scope and live-memory conditions written
 with each driver's placeholder (``?`` for SQLite, ``%s`` for psycopg)."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from .backend import MemoryRow
 from .scope import SCOPE_KEYS, Scope
@@ -28,3 +29,14 @@ def scope_condition(scope: Scope, placeholder: str, alias: str = "") -> tuple[st
 def exact_scope_condition(placeholder: str) -> str:
     """A scope read as *exact* (bound to ``Scope.values()``): where one memory or entity is filed."""
     return " AND ".join(f"{key} = {placeholder}" for key in SCOPE_KEYS)
+
+
+def live_condition(
+    filtered: tuple[str, list[Any]], on: str | None, placeholder: str, alias: str = "m"
+) -> tuple[str, list[Any]]:
+    """A compiled metadata filter over ``alias`` and, when ``on`` is a day, "not expired before it"."""
+    where, params = filtered
+    if on is None:
+        return where, params
+    return (f"({where}) AND ({alias}.expiration_date IS NULL OR {alias}.expiration_date >= {placeholder})",
+            [*params, on])

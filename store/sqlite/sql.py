@@ -17,7 +17,7 @@ import numpy as np
 from ..backend import MemoryRow
 from ..filters import Filter
 from ..scope import Scope
-from ..sqltext import exact_scope_condition, scope_condition
+from ..sqltext import exact_scope_condition, live_condition, scope_condition
 from .filters import filter_sql
 
 def memory_row(values: Sequence[Any]) -> MemoryRow:
@@ -42,10 +42,7 @@ EXACT_SCOPE_SQL = exact_scope_condition("?")
 
 def live_sql(filters: Filter | None, on: str | None, alias: str = "m") -> tuple[str, list[Any]]:
     """The metadata filter over ``alias`` and, when ``on`` is a day, "not expired before it"."""
-    where, params = filter_sql(filters, alias)
-    if on is None:
-        return where, params
-    return f"({where}) AND ({alias}.expiration_date IS NULL OR {alias}.expiration_date >= ?)", [*params, on]
+    return live_condition(filter_sql(filters, alias), on, "?", alias)
 
 
 def marks(values: Sequence[Any]) -> str:
