@@ -231,3 +231,22 @@ def test_text_postgresql_cannot_hold_is_refused_plainly_and_nothing_is_written(
             with pytest.raises(TrimemError, match="U\\+0000"):
                 engine.add(text, user_id="ana", metadata=metadata)
         assert engine.list(user_id="ana") == [] and engine.check() == []
+
+
+def test_keyword_terms_fold_as_sqlites_fts5_tokenizer_does() -> None:
+    """PostgreSQL's postings fold each term as FTS5's unicode61 tokenizer indexes it, so a term
+    meets the same memories on both backends: every letter and digit from U+0080 to U+04FF
+    (Latin, Greek, Cyrillic), but U+037F, which Unicode added after FTS5's case tables."""
+    import apsw
+
+    from store.postgres.keywords import fold
+
+    conn = apsw.Connection(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE f USING fts5(t); CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")
+    letters = [chr(code) for code in range(0x80, 0x500) if chr(code).isalnum() and code != 0x37F]
+    with conn:
+        conn.executemany("INSERT INTO f(rowid, t) VALUES (?, ?)", enumerate(letters, 1))
+    indexed = {row: term for term, row in conn.execute("SELECT term, doc FROM v")}
+    assert len(letters) > 900
+    assert {letter: fold(letter) for letter in letters} == {letter: indexed[row] for row, letter in enumerate(letters, 1)}
+    assert fold("Café") == "cafe" and fold("ÉCOLE") == "ecole" and fold("Straße") == "straße"

@@ -13,8 +13,10 @@ counts each phrase of the query. N, n(t) and avgdl are counted over the memories
 user the query is scoped to (over every user when it names none), not over the whole
 database as in an SQLite file: one user's ranking never depends on another user's memories.
 
-Terms are folded as FTS5's default ``unicode61`` tokenizer folds them (lower case, Latin
-diacritics removed), on both sides, so "Café" in a memory and "cafe" in a query meet.
+Terms are folded as FTS5's default ``unicode61`` tokenizer folds them (lower case; one
+diacritic on an ASCII letter removed), on both sides, so "Café" in a memory and "cafe" in a
+query meet. The two agree on every letter of Latin, Greek and Cyrillic; letters Unicode added
+after FTS5's tables (Georgian capitals, say) are lower-cased here and not there.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ MIN_IDF = 1e-6
 
 def fold(term: str) -> str:
     """A term as ``unicode61`` (remove_diacritics 1) indexes it: case folded to one character
-    where that is one, and a Latin letter's diacritic removed."""
+    where that is one, and the one diacritic of an ASCII letter removed ("é", not "ǖ" or "ǣ")."""
     folded = term.casefold()
     if len(folded) != len(term):  # "ß" -> "ss", "İ" -> "i̇": unicode61 keeps one character
         folded = "".join(ch.casefold() if len(ch.casefold()) == 1 else ch.lower()[:1] for ch in term)
@@ -38,7 +40,7 @@ def fold(term: str) -> str:
 
 def _plain_latin(ch: str) -> str:
     decomposed = unicodedata.normalize("NFD", ch)
-    if len(decomposed) == 2 and ord(decomposed[0]) < 0x250 and unicodedata.combining(decomposed[1]):
+    if len(decomposed) == 2 and decomposed[0].isascii() and unicodedata.combining(decomposed[1]):
         return decomposed[0]
     return ch
 
