@@ -102,7 +102,7 @@ class Tokens:
         if admin and ids:
             raise InvalidArgument("an admin token acts on every scope; name no user_id, agent_id or run_id with it")
         if not admin and "user_id" not in ids:
-            raise InvalidArgument("a token needs the user_id it acts for (or admin, for operators)")
+            raise InvalidArgument("a token needs the user_id it acts for, unless it is an admin token (for operators)")
         if name is not None and not re.fullmatch(NAME_PATTERN, name):
             raise InvalidArgument(f"token name {shown(name)} must be 1 to 64 letters, digits, spaces or ._@:/- "
                                   "and start with a letter or digit")
