@@ -311,6 +311,9 @@ def test_a_bind_beyond_loopback_without_tokens_refuses_to_start(db_arg: str) -> 
     )
     assert refused.returncode == 2
     assert "--auth tokens" in refused.stderr and "Traceback" not in refused.stderr
+    over_stdio = subprocess.run([sys.executable, "-m", "mcp_server", "--db", db_arg, "serve", "--auth", "tokens"],
+                                capture_output=True, text=True, timeout=120)
+    assert over_stdio.returncode == 2 and "go with --transport http" in over_stdio.stderr
 
 
 def test_the_logs_hold_one_line_per_call_and_no_memory_text_or_token(
