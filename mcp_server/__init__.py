@@ -32,9 +32,14 @@ def named_scope(
 ) -> dict[str, str]:
     """``default_scope`` for calls that forget a whole scope: at least one id must be named,
     so "delete everything" is never what an omitted argument means."""
+    require_named(user_id, agent_id, run_id)
+    return default_scope(config, user_id, agent_id, run_id)
+
+
+def require_named(user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> None:
+    """Refuse a call that forgets a whole scope but names none of its ids."""
     if user_id is None and agent_id is None and run_id is None:
         raise InvalidArgument(
             "name a scope: at least one of user_id, agent_id or run_id (agent_id and run_id alone mean the "
             "default user's)"
         )
-    return default_scope(config, user_id, agent_id, run_id)

@@ -16,10 +16,13 @@ import functools
 import inspect
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+import anyio
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, Tool, ToolAnnotations
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
     from store.engine import Engine
 
 from . import default_scope, named_scope, replies, schemas
+from .access_log import TEXT_ARGUMENTS, record, result_count
+from .auth import SCOPE_ARGUMENTS, StoreTokenVerifier, caller, token_scope
 from .models import (
     AddOutput,
     DeletedCount,
@@ -130,39 +135,80 @@ def warm_up(engine: "Engine") -> None:
         log.debug("models loaded; ready")
 
 
+class Running:
+    """The running server's ``State``, for what serves requests outside a tool call (the token
+    verifier of ``--auth tokens`` reads the store before any session exists)."""
+
+    def __init__(self) -> None:
+        self.state: State | None = None
+
+    def engine(self) -> "Engine":
+        if self.state is None:
+            raise TrimemError("the server is not running")
+        return self.state.engine()
+
+
 def lifespan(
-    config: Config, open_engine: "Callable[[Config], Engine] | None"
+    config: Config, open_engine: "Callable[[Config], Engine] | None", running: Running
 ) -> Callable[[MCPServer[State]], AbstractAsyncContextManager[State]]:
     """Start opening the engine for the server's lifetime; close it at the end."""
 
     @asynccontextmanager
     async def run(_server: MCPServer[State]) -> AsyncIterator[State]:
-        state = State(config, open_engine)
+        state = running.state = State(config, open_engine)
         try:
             yield state
         finally:
+            running.state = None
             state.close()
 
     return run
 
 
-def engine_errors(fn: ToolFn) -> ToolFn:
-    """Turn the engine's refusals into tool errors that show the engine's message.
+def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool) -> Callable[..., Any]:
+    """``fn`` as the server calls it: in the calling token's scope (``auth.token_scope``), in a
+    worker thread under the configured time limit, logged (``access_log``), and with the
+    engine's refusals as tool errors that show the engine's message.
 
     The SDK shows a ``ToolError``'s text to the model but hides other exceptions' text
     (logging them as crashes), and ``TrimemError`` messages are written for the model:
     they say what was wrong and what to send instead. Other exceptions stay crashes: the
-    SDK logs the traceback, answers ``is_error``, and the server keeps serving.
+    SDK logs the traceback, answers ``is_error``, and the server keeps serving. A call past
+    the time limit is answered at once; its thread is left to finish (a write it makes is
+    still whole, as every write is one transaction).
     """
+    timeout = config.service.tool_timeout_seconds
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    async def call(**arguments: Any) -> Any:
+        started, status, count = time.perf_counter(), "error", 0
+        token = caller()
+        scope = {key: arguments[key] for key in SCOPE_ARGUMENTS if arguments.get(key) is not None}  # as asked
         try:
-            return fn(*args, **kwargs)
+            arguments = token_scope(arguments, must_name=must_name)
+            scope = default_scope(config, *(arguments.get(key) for key in SCOPE_ARGUMENTS))
+            with anyio.fail_after(timeout):
+                output = await anyio.to_thread.run_sync(functools.partial(fn, **arguments), abandon_on_cancel=True)
+            status, count = "ok", result_count(output)
+            return output
+        except TimeoutError:
+            status = "timeout"
+            raise ToolError(f"the call took longer than {timeout:g} seconds (service.tool_timeout_seconds) and was "
+                            "abandoned; a write it was making may still complete: check before repeating it") from None
         except TrimemError as exc:
+            status = "refused"
             raise ToolError(str(exc)) from exc
+        except ToolError:
+            status = "refused"
+            raise
+        finally:
+            if access_log:
+                texts = {key: arguments.get(key) for key in TEXT_ARGUMENTS if key in arguments} \
+                    if config.service.log_texts else {}
+                record(fn.__name__, token and token["name"], scope, count, time.perf_counter() - started, status,
+                       texts)
 
-    return wrapper  # type: ignore[return-value]
+    return call
 
 
 def engine_of(ctx: Context) -> "Engine":
@@ -212,15 +258,23 @@ class TrimemServer(MCPServer[State]):
         ]
 
 
-def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None" = None) -> TrimemServer:
-    """The MCP server for ``config``; ``open_engine`` lets tests share loaded models."""
+def build_server(
+    config: Config, open_engine: "Callable[[Config], Engine] | None" = None, *, auth: AuthSettings | None = None,
+    access_log: bool = False,
+) -> TrimemServer:
+    """The MCP server for ``config``; ``open_engine`` lets tests share loaded models. With
+    ``auth``, HTTP requests need a token of the store (``StoreTokenVerifier``) and each tool
+    call acts in its scope; ``access_log`` logs every call (``access_log.py``)."""
+    running = Running()
     server = TrimemServer(
         "trimem",
         title="trimem memory",
         instructions=INSTRUCTIONS,
         version=trimem_version(),
         log_level=config.server.log_level.upper(),
-        lifespan=lifespan(config, open_engine),
+        lifespan=lifespan(config, open_engine, running),
+        auth=auth,
+        token_verifier=StoreTokenVerifier(running.engine) if auth else None,
     )
     limits, max_chars = config.limits, config.server.max_result_chars
     # Counts carry their range in the schema only: the engine checks them, so an out-of-range
@@ -247,7 +301,8 @@ def build_server(config: Config, open_engine: "Callable[[Config], Engine] | None
         def register(fn: ToolFn) -> ToolFn:
             # cleandoc: clients show the description as is, indentation included.
             description = inspect.cleandoc(fn.__doc__ or "")
-            server.add_tool(engine_errors(fn), description=description, annotations=hints, structured_output=True)
+            server.add_tool(serving(fn, config, must_name=fn.__name__ == "delete_all_memories", access_log=access_log),
+                            description=description, annotations=hints, structured_output=True)
             return fn
 
         return register

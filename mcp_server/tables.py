@@ -226,3 +226,28 @@ def outline_lines(value: dict[str, Any] | list[Any], indent: str) -> list[str]:
 def scalar(value: Any) -> str:
     """A string as it is (unless empty), anything else as JSON (``true``, ``null``, ``[]``, ``""``)."""
     return value if isinstance(value, str) and value else json.dumps(value, ensure_ascii=False)
+
+
+def token_scope_cell(token: dict[str, Any]) -> str:
+    """A token's scope as ``user_id=alice agent_id=bot``, or ``admin: any scope``."""
+    if token["admin"]:
+        return "admin: any scope"
+    return " ".join(f"{key}={token[key]}" for key in ("user_id", "agent_id", "run_id") if token[key])
+
+
+def tokens(output: dict[str, Any], width: int) -> str:
+    if not output["tokens"]:
+        return "no tokens; `trimem token create --user-id ID` makes one"
+    rows = [[token["prefix"] + "…", token_scope_cell(token), day(token["created_at"]), day(token["last_used_at"]),
+             token["expires_on"] or "never", token["name"]] for token in output["tokens"]]
+    return table(("prefix", "scope", "created", "last used", "expires", "name"), rows, width)
+
+
+def issued_token(output: dict[str, Any], width: int) -> str:
+    """The new secret, alone on its line so it copies cleanly, and what it may do."""
+    token = output["token"]
+    return "\n".join([
+        output["secret"], "",
+        note(f"Shown once: only its hash is stored. Name {token['name']!r}, {token_scope_cell(token)}, expires "
+             f"{token['expires_on'] or 'never'}. Clients send it as 'Authorization: Bearer <token>'.", width),
+    ])

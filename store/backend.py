@@ -134,6 +134,26 @@ class DeletedMemory(NamedTuple):
     created_at: str
 
 
+@dataclass(frozen=True)
+class TokenRow:
+    """One access token as stored: never its secret, only the secret's SHA-256 (hex)."""
+
+    name: str
+    prefix: str
+    """The token's first characters (``tm_`` and 8 more), shown so a person can tell tokens apart."""
+    hash: str
+    user_id: str
+    agent_id: str
+    run_id: str
+    """The scope the token acts within ('' for an id it leaves open)."""
+    admin: bool
+    """True: acts on any scope (operators)."""
+    created_at: str
+    expires_on: str | None
+    """The last UTC day the token is accepted; ``None``: until revoked."""
+    last_used_at: str | None
+
+
 IdSource = Literal["memories", "history"]
 """Where an id prefix is looked up: stored memories, or every id history keeps (deleted ones too)."""
 
@@ -234,6 +254,12 @@ class Snapshot(Protocol):
     def nearest_entity(self, scope: Scope, embedding: np.ndarray) -> tuple[int, float] | None:
         """The closest entity filed under exactly ``scope``, and its cosine distance."""
 
+    # access tokens (not per-user data: one table for the whole store)
+    def token_by_hash(self, token_hash: str) -> TokenRow | None:
+        """The token whose secret hashes to ``token_hash``."""
+    def list_tokens(self) -> list[TokenRow]:
+        """Every token, oldest first."""
+
 
 class Transaction(Snapshot, Protocol):
     """A snapshot that can also write; everything it writes is committed together or not at all."""
@@ -263,6 +289,12 @@ class Transaction(Snapshot, Protocol):
         """Drop a memory's entity links."""
     def delete_orphan_entities(self) -> None:
         """Remove the entities no memory links to any more, once per write."""
+    def insert_token(self, token: TokenRow) -> None:
+        """Store a new token (its name and hash are unique)."""
+    def delete_token(self, name: str) -> None:
+        """Remove a token: from the next request on, it is refused."""
+    def touch_token(self, name: str, used_at: str) -> None:
+        """Record when a token was last used."""
 
 
 class Backend(Protocol):

@@ -91,11 +91,31 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class ServiceConfig:
+    public_hosts: str
+    resource_url: str
+    issuer_url: str
+    max_body_bytes: int
+    rate_per_second: float
+    rate_burst: int
+    max_sessions_per_token: int
+    session_idle_seconds: int
+    tool_timeout_seconds: float
+    log_texts: bool
+
+    @property
+    def hosts(self) -> list[str]:
+        """``public_hosts`` as a list of host names."""
+        return [host.strip() for host in self.public_hosts.split(",") if host.strip()]
+
+
+@dataclass(frozen=True)
 class Config:
     store: StoreConfig
     search: SearchConfig
     limits: LimitsConfig
     server: ServerConfig
+    service: ServiceConfig
 
     @property
     def database(self) -> Path:
@@ -153,6 +173,7 @@ SECTIONS: dict[str, type] = {
     "search": SearchConfig,
     "limits": LimitsConfig,
     "server": ServerConfig,
+    "service": ServiceConfig,
 }
 
 
@@ -318,10 +339,19 @@ def _check(config: Config) -> None:
         ("limits", "max_text_chars"), ("limits", "max_top_k"), ("limits", "max_metadata_bytes"),
         ("search", "overfetch_factor"), ("search", "overfetch_minimum"),
         ("server", "max_result_chars"), ("store", "inference_threads"), ("store", "database_pool_size"),
+        ("service", "max_body_bytes"), ("service", "rate_burst"), ("service", "max_sessions_per_token"),
+        ("service", "session_idle_seconds"),
     ):
         value = getattr(getattr(config, section), name)
         if value < 1:
             raise _refuse(section, name, value, "it must be a whole number of at least 1")
+    for name in ("rate_per_second", "tool_timeout_seconds"):
+        if getattr(config.service, name) <= 0:
+            raise _refuse("service", name, getattr(config.service, name), "it must be more than 0")
+    for name in ("resource_url", "issuer_url"):
+        url = getattr(config.service, name)
+        if url and not url.startswith(("http://", "https://")):
+            raise _refuse("service", name, url, "it must be an http:// or https:// URL, or empty")
     if not 1 <= search.top_k <= limits.max_top_k:
         raise _refuse("search", "top_k", search.top_k, f"it must be between 1 and max_top_k ({limits.max_top_k})")
     if server.log_level.upper() not in LOG_LEVELS:

@@ -36,6 +36,7 @@ from .records import (
     RepairReport, ScopeCount, SearchHit, SentRole, Violation,
 )
 from .scope import EVERY_SCOPE, Scope
+from .tokens import Tokens
 from .validation import (
     NO_EXPIRATION,
     CheckedMemory,
@@ -165,6 +166,11 @@ class Engine:
         """Close every database connection (reads in progress close theirs when they end)."""
         self._side.shutdown()
         self.backend.close()
+
+    @property
+    def tokens(self) -> Tokens:
+        """The store's access tokens, for ``trimem serve --auth tokens``."""
+        return Tokens(self.backend)
 
     def _check_writable(self) -> None:
         """Refuse a write to a read-only store (or a full disk's snapshot) before the models run for it."""

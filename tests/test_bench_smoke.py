@@ -343,3 +343,19 @@ def test_a_spawned_trimem_imports_this_checkout(tmp_path: Path) -> None:
     where = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
                            check=True).stdout.strip()
     assert Path(where).parent == report.ROOT / "mcp_server"
+
+
+# --- the HTTP service under load (bench/load.py) ------------------------------------------------
+
+
+def test_load_run_counts_every_call_and_loses_no_acknowledged_write(config: Config, db_arg: str,
+                                                                    tmp_path: Path) -> None:
+    from bench import load
+
+    run = load.measure(db_arg, "test", processes=2, sessions=2, calls=10, log=tmp_path / "servers.log")
+    assert run.errors == []
+    assert len(run.latencies) == 2 * 10
+    assert len(run.acknowledged) == 2 * 2  # every fifth call of each session is an add
+    assert run.lost == 0
+    assert run.seconds > 0
+    assert "Traceback" not in (tmp_path / "servers.log").read_text()

@@ -665,3 +665,25 @@ def test_import_progress_is_a_bar_on_a_terminal_and_nothing_elsewhere(monkeypatc
     monkeypatch.setattr(glue.sys, "stderr", io.StringIO())
     with glue.progress("importing") as update:
         assert update is None
+
+
+def test_token_create_list_revoke(run: Callable, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = output_json(run("token", "create", "--user-id", "alice", "--agent-id", "support", "--name", "support bot",
+                           "--expires", "2099-06-30"))
+    secret = made["secret"]
+    assert made["token"] == {**made["token"], "name": "support bot", "user_id": "alice", "agent_id": "support",
+                             "expires_on": "2099-06-30", "admin": False, "prefix": secret[:11]}
+    assert engine.tokens.verify(secret).name == "support bot"
+    listed = run("token", "list", "--json")
+    assert secret not in listed.output
+    assert [token["name"] for token in output_json(listed)["tokens"]] == ["support bot"]
+    monkeypatch.setattr("mcp_server.cli.stdout_is_terminal", lambda: True)
+    table = run("token", "list").stdout
+    assert f"{secret[:11]}…" in table and "user_id=alice agent_id=support" in table and secret not in table
+    revoked = run("token", "revoke", secret[:7])
+    assert "revoked token 'support bot'" in revoked.stderr
+    assert engine.tokens.verify(secret) is None
+    missing = run("token", "revoke", "support bot", ok=False)
+    assert missing.exit_code == 1 and "no token is named" in missing.output and "Traceback" not in missing.output
+    refused = run("token", "create", ok=False)
+    assert refused.exit_code == 1 and "needs the --user-id" in refused.output

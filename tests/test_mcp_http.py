@@ -65,7 +65,7 @@ def test_streamable_http_serves_the_tools(http_server: str) -> None:
     anyio.run(scenario)
 
 
-def test_http_is_quiet_one_info_line_and_no_access_log(http_server: str, config: Config, tmp_path: Path) -> None:
+def test_http_is_quiet_one_info_line_and_one_access_line_per_call(http_server: str, config: Config, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with Client(http_server) as client:
             await client.call_tool("list_memories", {})
@@ -74,7 +74,10 @@ def test_http_is_quiet_one_info_line_and_no_access_log(http_server: str, config:
     anyio.run(scenario)
     assert (tmp_path / "stdout.txt").read_text() == ""  # no access-log lines
     lines = [line for line in (tmp_path / "server.log").read_text().splitlines() if line.strip()]
-    [info] = [line for line in lines if " INFO " in line and "exporting" not in line]  # export: once per install
+    access = [line for line in lines if " INFO trimem.access: " in line]  # one line per call (docs/service.md)
+    assert [line.split(" tool=")[1].split()[0] for line in access] == ["list_memories", "get_memory"]
+    # export: once per install
+    [info] = [line for line in lines if " INFO " in line and "exporting" not in line and line not in access]
     assert f"trimem serving {config.location} for user_id='default'; models: " in info
     assert not [line for line in lines if "WARNING" in line or "ERROR" in line or "%" in line], lines
 

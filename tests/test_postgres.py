@@ -26,6 +26,7 @@ from test_transfer import assert_same_store, everything, export_to, fill
 from store import Config, Engine, load_config
 from store.backend import Unsupported
 from store.errors import TrimemError
+from store.postgres.schema import SCHEMA_VERSION
 
 @pytest.fixture
 def postgres(postgres_url: str, model_cache: Path) -> Config:
@@ -115,7 +116,7 @@ def test_doctor_check_reports_versions_schema_and_an_invalid_index(postgres: Con
     ok = runner.invoke(cli, ["--db", postgres.store.database_url, "doctor", "--check"])
     assert ok.exit_code == 0 and "ok: no problems found" in ok.output, ok.output
     status = runner.invoke(cli, ["--db", postgres.store.database_url, "doctor", "--json"])
-    assert '"vector": "0.8.2"' in status.output and '"schema_version": "1"' in status.output
+    assert '"vector": "0.8.2"' in status.output and f'"schema_version": "{SCHEMA_VERSION}"' in status.output
     with psycopg.connect(postgres.store.database_url, autocommit=True) as conn:  # as a failed CONCURRENTLY build leaves it
         conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'memories_embedding'::regclass")
     broken = runner.invoke(cli, ["--db", postgres.store.database_url, "doctor", "--check"])

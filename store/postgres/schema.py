@@ -112,7 +112,30 @@ def m001_initial(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute(initial_sql(dimension))
 
 
-MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (m001_initial,)
+def tokens_sql() -> str:
+    """The second migration's SQL (``docs/schema.md`` shows it)."""
+    return textwrap.dedent(f"""
+        CREATE TABLE tokens (
+            name {TEXT} PRIMARY KEY,
+            prefix {TEXT} NOT NULL,
+            hash {TEXT} NOT NULL UNIQUE,
+            {SCOPE_COLUMNS},
+            admin boolean NOT NULL DEFAULT false,
+            created_at {TEXT} NOT NULL,
+            expires_on {TEXT},
+            last_used_at {TEXT}
+        );
+    """).strip()
+
+
+def m002_tokens(conn: psycopg.Connection, dimension: int) -> None:
+    """Access tokens for ``trimem serve --auth tokens``: a secret's hash, never the secret. Not
+    per-user data (one lookup by hash per request, from any user's server): under Citus it is a
+    reference table (``docs/postgres.md``)."""
+    conn.execute(tokens_sql())
+
+
+MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (m001_initial, m002_tokens)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

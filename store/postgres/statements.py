@@ -9,13 +9,14 @@ from ..scope import Scope
 from .entities import EntityReads, EntityWrites
 from .memories import MemoryReads, MemoryWrites
 from .signals import SignalReads
+from .tokens import TokenReads, TokenWrites
 
 
-class PostgresSnapshot(MemoryReads, EntityReads, SignalReads):
+class PostgresSnapshot(MemoryReads, EntityReads, SignalReads, TokenReads):
     """``store.backend.Snapshot`` over a connection inside a repeatable-read, read-only transaction."""
 
 
-class PostgresTransaction(PostgresSnapshot, MemoryWrites, EntityWrites):
+class PostgresTransaction(PostgresSnapshot, MemoryWrites, EntityWrites, TokenWrites):
     """``store.backend.Transaction`` over a connection inside a read-committed transaction.
 
     Several servers write at once, so the two reads a write decides on take a transaction

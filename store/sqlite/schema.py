@@ -131,7 +131,29 @@ def m003_restore_event(conn: apsw.Connection, dimension: int) -> None:
     conn.execute("CREATE INDEX history_memory ON history(memory_id)")
 
 
-MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (m001_initial, m002_expiry_index, m003_restore_event)
+def m004_tokens(conn: apsw.Connection, dimension: int) -> None:
+    """Access tokens for ``trimem serve --auth tokens``: a secret's hash, never the secret."""
+    conn.execute(
+        """
+        CREATE TABLE tokens (
+            name TEXT PRIMARY KEY,
+            prefix TEXT NOT NULL,
+            hash TEXT NOT NULL UNIQUE,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            run_id TEXT NOT NULL DEFAULT '',
+            admin INTEGER NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
+            created_at TEXT NOT NULL,
+            expires_on TEXT,
+            last_used_at TEXT
+        )
+        """
+    )
+
+
+MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (
+    m001_initial, m002_expiry_index, m003_restore_event, m004_tokens,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

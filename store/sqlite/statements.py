@@ -5,11 +5,12 @@ from __future__ import annotations
 from .entities import EntityReads, EntityWrites
 from .memories import MemoryReads, MemoryWrites
 from .signals import SignalReads
+from .tokens import TokenReads, TokenWrites
 
 
-class SQLiteSnapshot(MemoryReads, EntityReads, SignalReads):
+class SQLiteSnapshot(MemoryReads, EntityReads, SignalReads, TokenReads):
     """``store.backend.Snapshot`` over a connection inside a read transaction."""
 
 
-class SQLiteTransaction(SQLiteSnapshot, MemoryWrites, EntityWrites):
+class SQLiteTransaction(SQLiteSnapshot, MemoryWrites, EntityWrites, TokenWrites):
     """``store.backend.Transaction`` over a connection inside a write transaction."""
