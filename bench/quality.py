@@ -33,7 +33,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, metrics, report  # noqa: E402
+from bench import locomo, metrics, postgres, report  # noqa: E402
 from store import Config, Engine, load_config, retrieval, scoring  # noqa: E402
 from store.config import MEM0_RANKING  # noqa: E402
 from store.embeddings import Embedder, open_embedder  # noqa: E402
@@ -475,8 +475,6 @@ def storage(backend: str, path: Path, reuse: bool, server_url: str) -> Iterator[
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
         yield str(path)
         return
-    from bench import postgres  # its driver is an optional extra
-
     with postgres.server(server_url) as server, postgres.fresh_database(server, "trimem_bench_quality") as url:
         yield url
 
@@ -485,8 +483,6 @@ def storage_versions(backend: str, database: str) -> str:
     """The storage, as the report's environment names it (SQLite's version is there already)."""
     if backend == "sqlite":
         return "SQLite file"
-    from bench import postgres
-
     return postgres.versions(database)
 
 
