@@ -1,11 +1,12 @@
-"""``python -m bench quality|ideas|speed|transfer|client [options]``: the same as running the script."""
+"""``python -m bench quality|ideas|speed|transfer|client|backends [options]``: the same as running the script."""
 
 import sys
 
-from bench import client, ideas, quality, speed, transfer
+from bench import backends, client, ideas, quality, speed, transfer
 
 COMMANDS = {
     "quality": quality.main, "ideas": ideas.main, "speed": speed.main, "transfer": transfer.main, "client": client.main,
+    "backends": backends.main,
 }
 
 if __name__ == "__main__":

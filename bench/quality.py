@@ -1,9 +1,10 @@
 """Retrieval quality on LoCoMo: recall@5/10/20, nDCG@10 and MRR for a signal ablation.
 
-    python bench/quality.py [--data FILE] [--samples conv-26,conv-30] [--no-doc]
+    python bench/quality.py [--data FILE] [--samples conv-26,conv-30] [--backend sqlite|postgres] [--no-doc]
 
-One database, ingested once through ``Engine.add_many`` (one scope per conversation,
-one memory per turn). Then one ``Engine`` per variant is opened on that same file,
+One database (an SQLite file, or with ``--backend postgres`` a new PostgreSQL database),
+ingested once through ``Engine.add_many`` (one scope per conversation,
+one memory per turn). Then one ``Engine`` per variant is opened on that same database,
 each with its own ``[search]`` configuration and all sharing one embedding model and
 one spaCy pipeline, and every question goes through that engine's ``search`` with
 ``top_k=20``. The variants differ only in engine configuration: no pipeline is forked
@@ -19,11 +20,12 @@ the scope (by the engine's own ``retrieval`` functions), so failures can be stud
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, metrics, report  # noqa: E402
+from bench import locomo, metrics, postgres, report  # noqa: E402
 from store import Config, Engine, load_config, retrieval, scoring  # noqa: E402
 from store.config import MEM0_RANKING  # noqa: E402
 from store.embeddings import Embedder, open_embedder  # noqa: E402
@@ -430,7 +432,7 @@ def markdown(run: QualityRun, command: str, environment: str, data: Path) -> str
 Data: `{data.name}`, {len(run.questions)} questions of categories 1–4 over {run.memories} memories
 in {len({sample.sample_id for sample, _ in run.questions})} scopes (one per conversation). Ingest through
 `Engine.add_many`: {run.ingest_seconds:.0f} s. Every variant is an `Engine` with a different `[search]`
-configuration on the same database file, sharing one model and one spaCy pipeline; each question is one
+configuration on the same database, sharing one model and one spaCy pipeline; each question is one
 `Engine.search(top_k={TOP_K})` ({searches} searches, {seconds:.0f} s, {1000 * seconds / max(searches, 1):.0f} ms each).
 "pool" is the over-fetch per signal at top_k={TOP_K} (`max(top_k × overfetch_factor, overfetch_minimum)`).
 With the dev file these are the development conversations, the ones the settings were chosen on
@@ -458,6 +460,32 @@ variant and its semantic similarity, BM25 and entity boost computed over the who
 """
 
 
+STORAGE = ("sqlite", "postgres")
+"""Where ``--backend`` stores the memories: the same questions, the same engine on either."""
+
+
+@contextlib.contextmanager
+def storage(backend: str, path: Path, reuse: bool, server_url: str) -> Iterator[str]:
+    """Where this run stores its memories: the SQLite file at ``path`` (emptied unless ``reuse``),
+    or the URL of a new database on the PostgreSQL server at ``server_url`` (default: one started
+    for the run), dropped at the end."""
+    if backend == "sqlite":
+        if not reuse:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        yield str(path)
+        return
+    with postgres.server(server_url) as server, postgres.fresh_database(server, "trimem_bench_quality") as url:
+        yield url
+
+
+def storage_versions(backend: str, database: str) -> str:
+    """The storage, as the report's environment names it (SQLite's version is there already)."""
+    if backend == "sqlite":
+        return "SQLite file"
+    return postgres.versions(database)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=locomo.DEFAULT_PATH, help="a LoCoMo-format JSON file")
@@ -465,12 +493,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=0, help="first N turns per sample (0 = all)")
     parser.add_argument("--max-questions", type=int, default=0, help="first N questions per sample (0 = all)")
     parser.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
-    parser.add_argument("--db", type=Path, default=report.RESULTS / "locomo.db", help="benchmark database file")
-    parser.add_argument("--reuse-db", action="store_true", help="keep an existing database (stored turns are not embedded again)")
+    parser.add_argument("--backend", choices=STORAGE, default="sqlite", help="where the memories are stored")
+    parser.add_argument("--db", type=Path, default=report.RESULTS / "locomo.db", help="benchmark database file (SQLite)")
+    parser.add_argument("--reuse-db", action="store_true",
+                        help="keep an existing database (stored turns are not embedded again; SQLite only)")
+    parser.add_argument("--database-url", default="",
+                        help="PostgreSQL: a server to create the benchmark's database on (default: start one)")
     parser.add_argument("--threads", type=int, default=1, help="inference threads")
-    parser.add_argument("--backend", default="", help="embedding backend (default: the configuration's)")
+    parser.add_argument("--embedding-backend", default="", help="embedding backend (default: the configuration's)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
+    if args.reuse_db and args.backend != "sqlite":
+        parser.error("--reuse-db keeps an SQLite file; a PostgreSQL benchmark database is new on every run")
 
     samples = locomo.load(args.data)
     if args.samples:
@@ -482,36 +516,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         wanted = [name.strip() for name in args.variants.split(",")]
         variants = tuple(variant for variant in VARIANTS if variant.name in wanted)
 
-    if not args.reuse_db:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{args.db}{suffix}").unlink(missing_ok=True)
-    base = load_config(environ={}).replace("store", db_path=str(args.db))
-    store = base.store
-    embedder = open_embedder(
-        store.embedding_model, args.backend or store.embedding_backend,  # type: ignore[arg-type]
-        cache_dir=base.model_cache_dir, threads=args.threads,
-    )
-    nlp = NLP()
-    embedder.load()
-    nlp.load()
-
     started = time.perf_counter()
-    result = run(samples, base, embedder, nlp, variants, progress=True)
+    with storage(args.backend, args.db, args.reuse_db, args.database_url) as database:
+        base = load_config(environ={}).using(database)
+        store = base.store
+        embedder = open_embedder(
+            store.embedding_model, args.embedding_backend or store.embedding_backend,  # type: ignore[arg-type]
+            cache_dir=base.model_cache_dir, threads=args.threads,
+        )
+        nlp = NLP()
+        embedder.load()
+        nlp.load()
+        result = run(samples, base, embedder, nlp, variants, progress=True)
+        stored_in = storage_versions(args.backend, database)
     report.RESULTS.mkdir(parents=True, exist_ok=True)
     failures_path = report.RESULTS / "quality-failures.jsonl"
     with failures_path.open("w", encoding="utf-8") as handle:
         for case in result.failures:
             handle.write(json.dumps(case, ensure_ascii=False) + "\n")
 
-    environment = report.environment(
-        {"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend, "inference threads": str(args.threads)}
-    )
+    environment = report.environment({
+        "storage": stored_in, "spaCy pipeline": nlp.tier, "embedding backend": embedder.backend,
+        "inference threads": str(args.threads),
+    })
     section = markdown(result, report.command_line(), environment, args.data)
     print(section)
     print(f"failure cases: {failures_path} ({len(result.failures)}); total {time.perf_counter() - started:.0f} s",
           file=sys.stderr)
     if not args.no_doc:
-        report.write_section("quality", section)
+        report.write_section("quality" if args.backend == "sqlite" else f"quality-{args.backend}", section)
     return 0
 
 

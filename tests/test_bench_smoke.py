@@ -359,3 +359,33 @@ def test_load_run_counts_every_call_and_loses_no_acknowledged_write(config: Conf
     assert run.lost == 0
     assert run.seconds > 0
     assert "Traceback" not in (tmp_path / "servers.log").read_text()
+
+
+# --- SQLite and PostgreSQL side by side --------------------------------------------------------------
+
+
+def test_backends_benchmark_on_a_slice(
+    postgres_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both stores loaded through the seam, searched in turn beside their floors, written to by
+    ``add_many``; every figure in the table and the JSON, PostgreSQL's HNSW indexes rebuilt."""
+    from bench import backends, postgres
+
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    arguments = ["--sizes", "40", "--users", "4", "--one-scope", "30", "--queries", "3", "--batch", "5"]
+    assert backends.main([*arguments, "--database-url", postgres_server, "--no-doc"]) == 0
+
+    out = capsys.readouterr().out
+    for case in ("40 over 4 users", "30 in one scope"):
+        assert f"| {case} | SQLite | **" in out and f"| {case} | PostgreSQL | **" in out
+    assert "| PostgreSQL search p50, 40 over 4 users, ms |" in out and "1,000,000 memories were not run" in out
+    cases = json.loads((tmp_path / "backends.json").read_text())["cases"]
+    assert [(case["memories"], case["users"], case["queries"]) for case in cases] == [(40, 4, 3), (30, 1, 3)]
+    for case in cases:
+        assert case["SQLite"]["hnsw_bytes"] == {} and case["SQLite"]["search_p50_ms"] > 0
+        assert set(case["PostgreSQL"]["hnsw_bytes"]) == set(postgres.HNSW_INDEXES)
+        assert min(case["PostgreSQL"]["hnsw_bytes"].values()) > 0 and case["PostgreSQL"]["add_many_per_s"] > 0
+    assert not list(tmp_path.glob("backends.db*"))  # each case's stores are removed with it
+    with postgres.connect(postgres_server) as admin:
+        left = admin.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (backends.DATABASE,)).fetchone()
+    assert left == (0,)

