@@ -2,57 +2,51 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 from test_mcp import TOOLS  # pytest puts tests/ on sys.path (prepend import mode)
 
+from bench.load import free_port, wait_for
 from store import Config
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_port(port: int, seconds: float = 60) -> None:
-    """Until the server accepts connections (it binds after importing the SDK)."""
-    deadline = time.monotonic() + seconds
-    while True:
+@contextmanager
+def served(config: Config, log: Path, monkeypatch: pytest.MonkeyPatch, *options: str, stdout: Path | None = None,
+           **settings: Any) -> Iterator[str]:
+    """``trimem serve --transport http OPTIONS`` in a process of its own on the test's store, with
+    settings as ``TRIMEM_<KEY>`` variables; stderr (and stdout, unless ``stdout`` names a file of
+    its own) goes to ``log``. Yields the /mcp URL."""
+    port = free_port()
+    monkeypatch.setenv("TRIMEM_DB_PATH", config.store.db_path)
+    monkeypatch.setenv("TRIMEM_DATABASE_URL", config.store.database_url)
+    for key, value in settings.items():
+        monkeypatch.setenv(f"TRIMEM_{key.upper()}", str(value))
+    with log.open("a") as errors, (stdout or log).open("a") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", *options, "--port", str(port)],
+            stderr=errors, stdout=out,
+        )
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+            wait_for(port)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 @pytest.fixture
 def http_server(config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """``trimem serve --transport http`` in a process of its own, on the test's store."""
-    port = free_port()
-    monkeypatch.setenv("TRIMEM_DB_PATH", config.store.db_path)
-    monkeypatch.setenv("TRIMEM_DATABASE_URL", config.store.database_url)
-    with (tmp_path / "server.log").open("w") as log, (tmp_path / "stdout.txt").open("w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", "--port", str(port)], stderr=log,
-            stdout=out,
-        )
-        try:
-            wait_for_port(port)
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    with served(config, tmp_path / "server.log", monkeypatch, stdout=tmp_path / "stdout.txt") as url:
+        yield url
 
 
 def test_streamable_http_serves_the_tools(http_server: str) -> None:

@@ -20,8 +20,9 @@ import anyio
 import apsw
 import pytest
 from mcp import Client
-from test_mcp_http import free_port, wait_for_port  # pytest puts tests/ on sys.path (prepend import mode)
 from test_mcp_stdio import server_command
+
+from bench.load import free_port, wait_for
 
 STOP_SECONDS = 5
 """Far above the fraction of a second a stop takes, far below the 30 s and more it hung for."""
@@ -96,7 +97,7 @@ def test_http_server_stops_on_ctrl_c_with_a_session_open(tmp_path: Path, monkeyp
                     await anyio.sleep(0.05)
 
     with server_process(command, tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL) as server:
-        wait_for_port(port)
+        wait_for(port)
         anyio.run(scenario, server)
         status = server.wait(timeout=STOP_SECONDS)
     assert_stopped_cleanly(status, tmp_path, "http.db", "The boiler is serviced in March")

@@ -20,8 +20,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from test_mcp_http import free_port, wait_for_port  # pytest puts tests/ on sys.path (prepend import mode)
+from test_mcp_http import served as serving  # pytest puts tests/ on sys.path (prepend import mode)
 
+from bench.load import free_port
 from store import Config, Engine
 from store.tokens import token_hash
 
@@ -32,24 +33,9 @@ ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "appl
 
 @contextmanager
 def served(config: Config, log: Path, monkeypatch: pytest.MonkeyPatch, **settings: Any) -> Iterator[str]:
-    """``trimem serve --transport http --auth tokens`` on the test's store, with ``[service]``
-    settings as ``TRIMEM_<KEY>`` variables; its stderr goes to ``log``. Yields the /mcp URL."""
-    port = free_port()
-    monkeypatch.setenv("TRIMEM_DB_PATH", config.store.db_path)
-    monkeypatch.setenv("TRIMEM_DATABASE_URL", config.store.database_url)
-    for key, value in settings.items():
-        monkeypatch.setenv(f"TRIMEM_{key.upper()}", str(value))
-    with log.open("a") as errors:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", "--auth", "tokens", "--port",
-             str(port)], stderr=errors, stdout=errors,
-        )
-        try:
-            wait_for_port(port)
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    """``trimem serve --transport http --auth tokens`` on the test's store (``test_mcp_http.served``)."""
+    with serving(config, log, monkeypatch, "--auth", "tokens", **settings) as url:
+        yield url
 
 
 @asynccontextmanager
