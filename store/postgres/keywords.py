@@ -75,11 +75,13 @@ SELECT m.rowid, sum(
 FROM memory_terms p
 JOIN weights w ON w.term = p.term
 JOIN memories m ON m.user_id = p.user_id AND m.rowid = p.memory_rowid, corpus
-WHERE {{postings}} AND {{scope}} AND ({{live}})
+WHERE {{postings}} AND p.term = ANY(%s::text[]) AND {{scope}} AND ({{live}})
 GROUP BY m.rowid
 ORDER BY score DESC, m.rowid
 LIMIT %s
 """
 """The keyword signal. Its parameters, in order: the query terms, then those of ``{corpus}``
 (the user the counts are over, on ``c``), ``{postings}`` (the same, on ``p``), ``{postings}``
-again, ``{scope}`` and ``{live}`` (the memories ranked, on ``m``), and the limit."""
+again, the query terms again (named in the scan of the postings, so it reads only theirs: a
+join alone let the planner read every posting of the user), ``{scope}`` and ``{live}`` (the
+memories ranked, on ``m``), and the limit."""

@@ -80,7 +80,8 @@ class SignalReads(Statements):
         where, params = scope_sql(scope, "m")
         live, live_params = live_sql(filters, on)
         sql = BM25_SQL.format(corpus=corpus, postings=postings, scope=where, live=live)
-        return self.rows(sql, (query_terms(terms), *corpus_params, *postings_params, *postings_params, *params,
+        folded = query_terms(terms)
+        return self.rows(sql, (folded, *corpus_params, *postings_params, *postings_params, folded, *params,
                                *live_params, limit))
 
     def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
