@@ -7,7 +7,7 @@ import numpy as np
 from ..backend import MemoryRow
 from ..scope import Scope
 from ..sqltext import memory_columns
-from .sql import EXACT_SCOPE_SQL, Statements, memory_row, scope_sql, user_sql
+from .sql import EXACT_SCOPE_SQL, Statements, memory_row, scope_sql, user_sql, vector
 
 
 class EntityReads(Statements):
@@ -23,7 +23,7 @@ class EntityReads(Statements):
         row = self.row(
             f"SELECT id, embedding <=> %s AS distance FROM entities WHERE {EXACT_SCOPE_SQL} "
             "ORDER BY distance, id LIMIT 1",
-            (np.asarray(embedding, dtype=np.float32), *scope.values()),
+            (vector(embedding), *scope.values()),
         )
         return (row[0], row[1]) if row else None
 
@@ -64,7 +64,7 @@ class EntityWrites(Statements):
             "INSERT INTO entities (user_id, agent_id, run_id, text, normalized, entity_type, embedding) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (user_id, agent_id, run_id, normalized) DO NOTHING "
             "RETURNING id",
-            (*scope.values(), text, normalized, entity_type, np.asarray(embedding, dtype=np.float32)),
+            (*scope.values(), text, normalized, entity_type, vector(embedding)),
         )
         return row[0] if row else self.find_entity_exact(scope, normalized)
 

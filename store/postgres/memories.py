@@ -15,7 +15,7 @@ from ..records import HistoryEvent
 from ..scope import Scope
 from .keywords import term_frequencies
 from ..sqltext import memory_columns
-from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_row, scope_sql, user_sql
+from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_row, scope_sql, user_sql, vector
 
 _CANDIDATES_SQL = {
     "memories": "SELECT id, text, count(*) OVER () FROM memories WHERE left(id, %s) = %s AND {where} "
@@ -171,7 +171,7 @@ class MemoryWrites(Statements):
             (
                 memory.id, memory.text, memory.text_lemmatized, frequencies.total(), memory.hash,
                 *memory.scope.values(), memory.actor_id, memory.role, _json(memory.metadata), memory.created_at,
-                memory.updated_at, memory.expiration_date, _vector(memory.embedding),
+                memory.updated_at, memory.expiration_date, vector(memory.embedding),
             ),
         )
         self._post_terms(memory.scope.user_id, rowid, frequencies)
@@ -193,7 +193,7 @@ class MemoryWrites(Statements):
         self.conn.execute(
             "UPDATE memories SET text = %s, text_lemmatized = %s, terms = %s, hash = %s, updated_at = %s, "
             "embedding = %s WHERE user_id = %s AND rowid = %s",
-            (text, text_lemmatized, frequencies.total(), text_hash, updated_at, _vector(embedding),
+            (text, text_lemmatized, frequencies.total(), text_hash, updated_at, vector(embedding),
              scope.user_id, rowid),
         )
         self.conn.execute("DELETE FROM memory_terms WHERE user_id = %s AND memory_rowid = %s", (scope.user_id, rowid))
@@ -225,8 +225,3 @@ class MemoryWrites(Statements):
                 _json(event.new_metadata), *scope.values(), event.created_at,
             ),
         )
-
-
-def _vector(embedding: np.ndarray) -> np.ndarray:
-    """float32, the type pgvector's adapter writes as ``vector``."""
-    return np.asarray(embedding, dtype=np.float32)

@@ -11,17 +11,13 @@ from ..backend import keys_around, neighbours
 from ..filters import Filter
 from ..scope import Scope
 from .keywords import BM25_SQL, query_terms
-from .sql import Statements, live_sql, scope_sql, user_sql
+from .sql import Statements, live_sql, scope_sql, user_sql, vector
 
 EXACT_SCAN_ROWS = 10_000
 """Up to this many candidate rows, nearest neighbours are found by an exact scan (exactly the
 nearest, as on SQLite, in a few milliseconds); beyond, by the HNSW index."""
 HNSW_EF_SEARCH_MIN = 100
 """The HNSW candidate list is at least this long, and at least twice the neighbours asked for."""
-
-
-def _vector(embedding: np.ndarray) -> np.ndarray:
-    return np.asarray(embedding, dtype=np.float32)
 
 
 class SignalReads(Statements):
@@ -38,21 +34,21 @@ class SignalReads(Statements):
             f"SELECT count(*) FROM (SELECT 1 FROM {table} m WHERE {where} LIMIT %s) few",
             (*params, EXACT_SCAN_ROWS + 1),
         )
-        vector = _vector(embedding)
+        query = vector(embedding)
         bare, qualified = ", ".join(columns), ", ".join(f"m.{column}" for column in columns)
         if candidates <= EXACT_SCAN_ROWS:
             return self.rows(
                 f"WITH scoped AS MATERIALIZED (SELECT {qualified}, m.embedding FROM {table} m WHERE {where}) "
                 f"SELECT {bare}, embedding <=> %s AS distance FROM scoped "
                 "ORDER BY distance LIMIT %s",
-                (*params, vector, limit),
+                (*params, query, limit),
             )
         self.conn.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH_MIN, 2 * limit)}")
         self.conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
         return self.rows(
             f"SELECT {qualified}, m.embedding <=> %s AS distance FROM {table} m WHERE {where} "
             "ORDER BY distance LIMIT %s",
-            (vector, *params, limit),
+            (query, *params, limit),
         )
 
     def knn_memories(
@@ -68,7 +64,7 @@ class SignalReads(Statements):
             return []
         user, params = user_sql(scope)
         return self.rows(f"SELECT rowid, embedding <=> %s FROM memories WHERE {user} AND rowid = ANY(%s)",
-                         (_vector(embedding), *params, list(rowids)))
+                         (vector(embedding), *params, list(rowids)))
 
     def bm25_memories(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import psycopg
 
 from ..backend import MemoryRow
@@ -43,6 +44,11 @@ EXACT_SCOPE_SQL = exact_scope_condition("%s")
 def live_sql(filters: Filter | None, on: str | None, alias: str = "m") -> tuple[str, list[Any]]:
     """The metadata filter over ``alias`` and, when ``on`` is a day, "not expired before it"."""
     return live_condition(filter_sql(filters, alias), on, "%s", alias)
+
+
+def vector(embedding: np.ndarray) -> np.ndarray:
+    """An embedding as float32, the type pgvector's adapter writes as ``vector``."""
+    return np.asarray(embedding, dtype=np.float32)
 
 
 class Statements:
