@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from bench.postgres import database_url
 from store import Config, Engine, load_config
 from store.embeddings import OnnxEmbedder
 from store.nlp import NLP
@@ -124,12 +124,6 @@ def postgres_databases(postgres_server: str) -> Iterator[Callable[[], str]]:
 def postgres_url(postgres_databases: Callable[[], str]) -> str:
     """A new, empty database of its own on the test server, dropped after the test."""
     return postgres_databases()
-
-
-def database_url(server_url: str, name: str) -> str:
-    """The URL of another database on the same server."""
-    parts = urllib.parse.urlsplit(server_url)
-    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
 
 
 @pytest.fixture(params=BACKENDS)

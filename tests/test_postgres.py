@@ -18,8 +18,8 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from conftest import database_url
 from forkserver import ForkServer
+from bench.postgres import database_url
 from mcp_server.cli import cli
 from scenarios import concurrent_writers
 from test_transfer import assert_same_store, everything, export_to, fill
