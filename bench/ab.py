@@ -108,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
 
     samples = locomo.load()
     sample = next(s for s in samples if s.sample_id == args.sample)
-    extra = [turn.text for s in samples if s.sample_id != args.sample for turn in s.turns][: args.adds]
+    extra = [turn.text for s in samples if s.sample_id != args.sample for turn in s.memories][: args.adds]
     questions = [question.text for question in sample.questions][: args.queries]
-    turns = [turn.text for turn in sample.turns]
+    turns = [turn.text for turn in sample.memories]
     report.RESULTS.mkdir(parents=True, exist_ok=True)
     old = Checkout(args.old.resolve(), report.RESULTS / "ab-old.db", turns)
     new = Checkout(args.new.resolve(), report.RESULTS / "ab-new.db", turns)

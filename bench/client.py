@@ -387,10 +387,10 @@ def dataset(memories: int, queries: int, more: int) -> tuple[list[str], list[str
     them to add; and ``queries`` questions answered within the first ``memories`` turns (a fixed
     shuffle, repeated if there are fewer)."""
     samples = locomo.load()
-    texts = stdio.distinct_texts([turn.text for sample in samples for turn in sample.turns], memories + more)
+    texts = stdio.distinct_texts([turn.text for sample in samples for turn in sample.memories], memories + more)
     heads: list[locomo.Sample] = []
     for sample in samples:
-        taken = sum(len(head.turns) for head in heads)
+        taken = sum(len(head.memories) for head in heads)
         if taken >= memories:
             break
         heads.append(locomo.head(sample, max_turns=memories - taken))

@@ -1,6 +1,6 @@
 """Ranking ideas measured by rescoring: every question's signals read once, every idea ranks them.
 
-    python bench/ideas.py [--data FILE] [--db FILE] [--no-doc]
+    python bench/ideas.py [--shape turns|facts] [--data FILE] [--db FILE] [--no-doc]
 
 ``bench/quality.py`` measures each configuration the engine ships by asking the engine;
 this script measures ideas the engine does not have, fast enough to try many. It builds
@@ -541,7 +541,7 @@ def verdict(outcome: Outcome, default: Outcome, asked: Sequence[Asked]) -> tuple
     return gain, worst, changes[worst], check_gain, rule
 
 
-def markdown(outcomes: Sequence[Outcome], asked: Sequence[Asked], command: str, environment: str) -> str:
+def markdown(outcomes: Sequence[Outcome], asked: Sequence[Asked], shape: str, command: str, environment: str) -> str:
     default = outcomes[0]
     rows = []
     for outcome in outcomes:
@@ -575,7 +575,7 @@ def markdown(outcomes: Sequence[Outcome], asked: Sequence[Asked], command: str, 
     ]
     tuned_count = sum(map(tuned, asked))
     return (
-        "## Ranking ideas, rescored (LoCoMo dev)\n\n"
+        f"## Ranking ideas, rescored (LoCoMo dev, {quality.SHAPE_TITLES[shape]})\n\n"
         f"`{command}`\n\n{environment}\n\n"
         f"{len(asked)} questions; tune = the {tuned_count} of the conversations settings were chosen on, "
         f"check = the {len(asked) - tuned_count} of {', '.join(quality.CHECK_SAMPLES)}. The first row is the "
@@ -591,18 +591,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--db", type=Path, default=report.RESULTS / "locomo.db", help="benchmark database file (built when missing)"
     )
+    parser.add_argument("--shape", choices=locomo.SHAPES, default="turns", help="memories as turns or as facts")
     parser.add_argument("--ideas", default="", help="comma-separated idea names (default: all)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
 
-    base = load_config(environ={}).replace("store", db_path=str(args.db))
+    base = load_config(environ={}).using(str(quality.database_path(args.db, args.shape)))
     embedder = open_embedder(
         base.store.embedding_model, base.store.embedding_backend, cache_dir=base.model_cache_dir, threads=1
     )
     nlp = NLP()
     embedder.load()
     nlp.load()
-    samples = locomo.load(args.data)
+    samples = locomo.load(args.data, shape=args.shape)
     ideas = IDEAS if not args.ideas else (IDEAS[0], *(i for i in IDEAS[1:] if i.name in args.ideas.split(",")))
     started = time.perf_counter()
     with Engine(base, embedder=embedder, nlp=nlp) as engine:
@@ -620,10 +621,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
     environment = report.environment({"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend})
-    section = markdown(outcomes, asked, report.command_line(), environment)
+    section = markdown(outcomes, asked, args.shape, report.command_line(), environment)
     print(section)
     if not args.no_doc and not args.ideas:
-        report.write_section("ideas", section)
+        report.write_section("ideas" if args.shape == "turns" else f"ideas-{args.shape}", section)
     return 0
 
 

@@ -38,7 +38,7 @@ def questions(path: Path = locomo.DEFAULT_PATH) -> list[str]:
 
 def turns(path: Path = locomo.DEFAULT_PATH) -> list[str]:
     """Every turn's memory text, in conversation order."""
-    return [turn.text for sample in locomo.load(path) for turn in sample.turns]
+    return [turn.text for sample in locomo.load(path) for turn in sample.memories]
 
 
 def as_plain(analysis: Analysis) -> dict:

@@ -1,10 +1,12 @@
 """Retrieval quality on LoCoMo: recall@5/10/20, nDCG@10 and MRR for a signal ablation.
 
-    python bench/quality.py [--data FILE] [--samples conv-26,conv-30] [--backend sqlite|postgres] [--no-doc]
+    python bench/quality.py [--shape turns|facts|both] [--data FILE] [--samples conv-26,conv-30]
+                            [--backend sqlite|postgres] [--no-doc]
 
-One database (an SQLite file, or with ``--backend postgres`` a new PostgreSQL database),
-ingested once through ``Engine.add_many`` (one scope per conversation,
-one memory per turn). Then one ``Engine`` per variant is opened on that same database,
+Both shapes of memory, each in a database of its own (an SQLite file, or with ``--backend
+postgres`` a new PostgreSQL database), ingested once through ``Engine.add_many`` (one
+scope per conversation; one memory per dialog turn, or one per observation: see
+``bench/locomo.py``). Then one ``Engine`` per variant is opened on that same database,
 each with its own ``[search]`` configuration and all sharing one embedding model and
 one spaCy pipeline, and every question goes through that engine's ``search`` with
 ``top_k=20``. The variants differ only in engine configuration: no pipeline is forked
@@ -12,7 +14,7 @@ here. The reference variant is Mem0's exact behaviour (``ranking = "mem0"``); th
 default is trimem's ranking, and the variants around it take one departure out at a time.
 Metrics are also split into the conversations ideas were tuned on and the two
 ``CHECK_SAMPLES`` kept for checking. For the reference variant, questions whose evidence is missing from the top 10
-are written to ``bench/results/quality-failures.jsonl`` with, for each evidence turn,
+are written to ``bench/results/quality-failures[-facts].jsonl`` with, for each evidence memory,
 its rank under every variant and its three signal values computed exhaustively over
 the scope (by the engine's own ``retrieval`` functions), so failures can be studied.
 """
@@ -140,20 +142,22 @@ class QualityRun:
 
 
 def ingest(engine: Engine, samples: Sequence[locomo.Sample]) -> dict[str, dict[str, str]]:
-    """Add every turn through the batch path; map each sample's dia_ids to memory ids.
+    """Add every memory through the batch path; map each sample's memory keys to memory ids.
 
-    A turn whose normalised text is already stored in its conversation comes back as
-    DUPLICATE with the existing memory: its dia_id maps to that memory. Re-ingesting an
+    A memory whose normalised text is already stored in its conversation comes back as
+    DUPLICATE with the existing memory: its key maps to that memory. Re-ingesting an
     existing database is therefore idempotent and cheap.
     """
     mapping: dict[str, dict[str, str]] = {}
     for sample in samples:
         items = [
-            MemoryInput(turn.text, metadata={"dia_id": turn.dia_id, "session_date": turn.session_date})
-            for turn in sample.turns
+            MemoryInput(memory.text, metadata={"key": memory.key, "session_date": memory.session_date})
+            for memory in sample.memories
         ]
         added = engine.add_many(items, user_id=sample.sample_id)
-        mapping[sample.sample_id] = {turn.dia_id: result.memory.id for turn, result in zip(sample.turns, added)}
+        mapping[sample.sample_id] = {
+            memory.key: result.memory.id for memory, result in zip(sample.memories, added)
+        }
     return mapping
 
 
@@ -184,7 +188,7 @@ def evaluate(
             for sample, question in questions:
                 hits = engine.search(question.text, user_id=sample.sample_id, top_k=TOP_K)
                 ranked = [hit.memory.id for hit in hits]
-                relevant = {mapping[sample.sample_id][dia_id] for dia_id in question.evidence}
+                relevant = {mapping[sample.sample_id][key] for key in question.evidence}
                 result.scores.append(metrics.score(ranked, relevant))
                 result.categories.append(question.category)
                 result.ranked.append(ranked)
@@ -230,8 +234,8 @@ def diagnose(
             if reference.scores[index][f"recall@{FAILURE_K}"] >= 1.0:
                 continue
             ids = mapping[sample.sample_id]
-            text_of = {turn.dia_id: turn.text for turn in sample.turns}
-            dia_of = {memory_id: dia_id for dia_id, memory_id in reversed(list(ids.items()))}
+            text_of = {memory.key: memory.text for memory in sample.memories}
+            key_of = {memory_id: key for key, memory_id in reversed(list(ids.items()))}
             explanation = engine.explain(question.text, user_id=sample.sample_id, top_k=TOP_K)
             scope = check_scope(sample.sample_id, None, None)
             request = retrieval.SearchRequest(
@@ -250,8 +254,8 @@ def diagnose(
             bm25_order = sorted(signals.bm25_raw, key=signals.bm25_raw.get, reverse=True)
             params = scoring.bm25_params(len(prepared.terms))
             turns = []
-            for dia_id in question.evidence:
-                memory_id = ids[dia_id]
+            for key in question.evidence:
+                memory_id = ids[key]
                 rowid = rowid_of[memory_id]
                 similarity = scoring.similarity_from_distance(signals.distances.get(rowid, 2.0))
                 raw = signals.bm25_raw.get(rowid, 0.0)
@@ -270,8 +274,8 @@ def diagnose(
                 match = signals.entity_matches.get(rowid)
                 turns.append(
                     {
-                        "dia_id": dia_id,
-                        "text": text_of[dia_id],
+                        "key": key,
+                        "text": text_of[key],
                         "reason": reason,
                         "rank": {result.variant.name: _rank(result.ranked[index], memory_id) for result in results},
                         "semantic": round(similarity, 4),
@@ -289,7 +293,7 @@ def diagnose(
             top = [
                 {
                     "rank": rank,
-                    "dia_id": dia_of.get(hit.memory.id),
+                    "key": key_of.get(hit.memory.id),
                     "text": hit.memory.text,
                     "semantic": round(hit.details.semantic_score, 4),
                     "bm25": round(hit.details.bm25_score, 4),
@@ -419,11 +423,15 @@ def variant_notes(run: QualityRun) -> str:
     return "\n".join(lines)
 
 
-def markdown(run: QualityRun, command: str, environment: str, data: Path) -> str:
+SHAPE_TITLES = {"turns": "one memory per dialog turn", "facts": "one memory per observation (facts)"}
+
+
+def markdown(run: QualityRun, shape: str, command: str, environment: str, data: Path) -> str:
     """The docs section: how it was run, the overall table, per-category tables, failure reasons."""
     seconds = sum(result.seconds for result in run.results)
     searches = len(run.questions) * len(run.results)
-    return f"""## Retrieval quality (LoCoMo)
+    failures = "quality-failures.jsonl" if shape == "turns" else f"quality-failures-{shape}.jsonl"
+    return f"""## Retrieval quality (LoCoMo, {SHAPE_TITLES[shape]})
 
 `{command}`
 
@@ -453,11 +461,16 @@ Variants:
 ### Where the reference misses
 
 Questions whose evidence is not all in the reference top {FAILURE_K}: {len(run.failures)} of {len(run.questions)}.
-Each is in `bench/results/quality-failures.jsonl` (worst first), with every evidence turn's rank under each
+Each is in `bench/results/{failures}` (worst first), with every evidence memory's rank under each
 variant and its semantic similarity, BM25 and entity boost computed over the whole scope.
 
 {failure_summary(run)}
 """
+
+
+def database_path(path: Path, shape: str) -> Path:
+    """The SQLite file of one shape: ``path`` itself for turns, ``<stem>-<shape><suffix>`` beside it."""
+    return path if shape == "turns" else path.with_name(f"{path.stem}-{shape}{path.suffix}")
 
 
 STORAGE = ("sqlite", "postgres")
@@ -489,14 +502,17 @@ def storage_versions(backend: str, database: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=locomo.DEFAULT_PATH, help="a LoCoMo-format JSON file")
+    parser.add_argument("--shape", choices=(*locomo.SHAPES, "both"), default="both",
+                        help="memories as dialog turns, as the observations (facts), or both in turn")
     parser.add_argument("--samples", default="", help="comma-separated sample ids (default: all)")
-    parser.add_argument("--max-turns", type=int, default=0, help="first N turns per sample (0 = all)")
+    parser.add_argument("--max-turns", type=int, default=0, help="first N memories per sample (0 = all)")
     parser.add_argument("--max-questions", type=int, default=0, help="first N questions per sample (0 = all)")
     parser.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     parser.add_argument("--backend", choices=STORAGE, default="sqlite", help="where the memories are stored")
-    parser.add_argument("--db", type=Path, default=report.RESULTS / "locomo.db", help="benchmark database file (SQLite)")
+    parser.add_argument("--db", type=Path, default=report.RESULTS / "locomo.db",
+                        help="benchmark database file (SQLite; facts go to <name>-facts<suffix>)")
     parser.add_argument("--reuse-db", action="store_true",
-                        help="keep an existing database (stored turns are not embedded again; SQLite only)")
+                        help="keep an existing database (stored memories are not embedded again; SQLite only)")
     parser.add_argument("--database-url", default="",
                         help="PostgreSQL: a server to create the benchmark's database on (default: start one)")
     parser.add_argument("--threads", type=int, default=1, help="inference threads")
@@ -505,46 +521,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reuse_db and args.backend != "sqlite":
         parser.error("--reuse-db keeps an SQLite file; a PostgreSQL benchmark database is new on every run")
-
-    samples = locomo.load(args.data)
-    if args.samples:
-        wanted = args.samples.split(",")
-        samples = [sample for sample in samples if sample.sample_id in wanted]
-    samples = [locomo.head(sample, args.max_turns or None, args.max_questions or None) for sample in samples]
     variants = VARIANTS
     if args.variants:
         wanted = [name.strip() for name in args.variants.split(",")]
         variants = tuple(variant for variant in VARIANTS if variant.name in wanted)
 
     started = time.perf_counter()
-    with storage(args.backend, args.db, args.reuse_db, args.database_url) as database:
-        base = load_config(environ={}).using(database)
-        store = base.store
-        embedder = open_embedder(
-            store.embedding_model, args.embedding_backend or store.embedding_backend,  # type: ignore[arg-type]
-            cache_dir=base.model_cache_dir, threads=args.threads,
-        )
-        nlp = NLP()
-        embedder.load()
-        nlp.load()
-        result = run(samples, base, embedder, nlp, variants, progress=True)
-        stored_in = storage_versions(args.backend, database)
-    report.RESULTS.mkdir(parents=True, exist_ok=True)
-    failures_path = report.RESULTS / "quality-failures.jsonl"
-    with failures_path.open("w", encoding="utf-8") as handle:
-        for case in result.failures:
-            handle.write(json.dumps(case, ensure_ascii=False) + "\n")
-
-    environment = report.environment({
-        "storage": stored_in, "spaCy pipeline": nlp.tier, "embedding backend": embedder.backend,
-        "inference threads": str(args.threads),
-    })
-    section = markdown(result, report.command_line(), environment, args.data)
-    print(section)
-    print(f"failure cases: {failures_path} ({len(result.failures)}); total {time.perf_counter() - started:.0f} s",
-          file=sys.stderr)
-    if not args.no_doc:
-        report.write_section("quality" if args.backend == "sqlite" else f"quality-{args.backend}", section)
+    config = load_config(environ={})
+    embedder = open_embedder(
+        config.store.embedding_model, args.embedding_backend or config.store.embedding_backend,  # type: ignore[arg-type]
+        cache_dir=config.model_cache_dir, threads=args.threads,
+    )
+    nlp = NLP()
+    embedder.load()
+    nlp.load()
+    for shape in locomo.SHAPES if args.shape == "both" else (args.shape,):
+        samples = locomo.load(args.data, shape=shape)
+        if args.samples:
+            wanted = args.samples.split(",")
+            samples = [sample for sample in samples if sample.sample_id in wanted]
+        samples = [locomo.head(sample, args.max_turns or None, args.max_questions or None) for sample in samples]
+        path = database_path(args.db, shape)
+        with storage(args.backend, path, args.reuse_db, args.database_url) as database:
+            print(f"{shape}:", file=sys.stderr, flush=True)
+            result = run(samples, config.using(database), embedder, nlp, variants, progress=True)
+            stored_in = storage_versions(args.backend, database)
+        suffix = "" if shape == "turns" else f"-{shape}"
+        report.RESULTS.mkdir(parents=True, exist_ok=True)
+        failures_path = report.RESULTS / f"quality-failures{suffix}.jsonl"
+        with failures_path.open("w", encoding="utf-8") as handle:
+            for case in result.failures:
+                handle.write(json.dumps(case, ensure_ascii=False) + "\n")
+        environment = report.environment({
+            "storage": stored_in, "spaCy pipeline": nlp.tier, "embedding backend": embedder.backend,
+            "inference threads": str(args.threads),
+        })
+        section = markdown(result, shape, report.command_line(), environment, args.data)
+        print(section)
+        print(f"failure cases: {failures_path} ({len(result.failures)})", file=sys.stderr)
+        if not args.no_doc:
+            backend = "" if args.backend == "sqlite" else f"-{args.backend}"
+            report.write_section(f"quality{backend}{suffix}", section)
+    print(f"total {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return 0
 
 

@@ -78,7 +78,7 @@ def variants(samples: Sequence[locomo.Sample], count: int) -> dict[str, str]:
 
     The openings are spaCy stop words, so a variant's BM25 terms are exactly its turn's.
     """
-    turns = [turn.text for sample in samples for turn in sample.turns]
+    turns = [turn.text for sample in samples for turn in sample.memories]
     texts: dict[str, str] = {}
     seen: set[str] = set()
     for opening in ("", *OPENINGS):
@@ -592,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     over_stdio = None
     if "stdio" not in skip:
-        turns = [turn.text for sample in samples for turn in sample.turns]
+        turns = [turn.text for sample in samples for turn in sample.memories]
         over_stdio = stdio.OverStdio(
             stdio.measure_search(turns, questions, memories=1000, queries=len(questions)),
             stdio.measure_rss(turns, args.adds_over_stdio),

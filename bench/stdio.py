@@ -468,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     load_at_start = os.getloadavg()[0]
     samples = locomo.load()
-    turns = [turn.text for sample in samples for turn in sample.turns]
+    turns = [turn.text for sample in samples for turn in sample.memories]
     search = rss = cli = None
     if "search" not in skip:
         search = measure_search(turns, speed.queries(samples, args.queries), args.memories, args.queries)

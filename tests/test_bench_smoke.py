@@ -87,18 +87,53 @@ def test_a_sample_becomes_turns_and_scored_questions():
         ],
     }
     sample = locomo.parse_sample(raw)
-    assert [t.dia_id for t in sample.turns] == ["D1:1", "D1:2", "D2:1"]
-    assert sample.turns[1].text == "Bo: Look. [shares a photo of a cat]"
-    assert sample.turns[2].session_date == "2 May"
+    assert [t.key for t in sample.memories] == ["D1:1", "D1:2", "D2:1"]
+    assert sample.memories[1].text == "Bo: Look. [shares a photo of a cat]"
+    assert sample.memories[2].session_date == "2 May"
     assert [q.text for q in sample.questions] == ["q1"]
     assert sample.skipped_questions == 1
     assert locomo.head(sample, max_turns=1).questions == ()
 
 
+def test_facts_are_the_observations_and_answer_through_their_evidence_turns():
+    raw = {
+        "sample_id": "s",
+        "conversation": {
+            "speaker_a": "Ann", "speaker_b": "Bo",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "I run marathons."},
+                {"speaker": "Ann", "dia_id": "D1:3", "text": "Nice!"},
+            ],
+            "session_1_date_time": "1 May",
+        },
+        "observation": {
+            "session_1_observation": {
+                "Ann": [["Ann adopted a cat.", "D1:1"], ["Ann likes cats.", ["D1:1", "D1:3"]]],
+                "Bo": [["Bo runs marathons.", "D1:02"]],
+            }
+        },
+        "qa": [
+            {"question": "What pet?", "answer": "a cat", "evidence": ["D1:1"], "category": 4},
+            {"question": "What sport?", "answer": "running", "evidence": ["D1:2; D1:3"], "category": 1},
+            {"question": "Hi?", "answer": "-", "evidence": ["D9:9"], "category": 4},
+        ],
+    }
+    sample = locomo.parse_sample(raw, shape="facts")
+    assert [(m.key, m.text, m.session_date) for m in sample.memories] == [
+        ("F1", "Ann adopted a cat.", "1 May"), ("F2", "Ann likes cats.", "1 May"), ("F3", "Bo runs marathons.", "1 May"),
+    ]
+    assert [(q.text, q.evidence) for q in sample.questions] == [("What pet?", ("F1", "F2")), ("What sport?", ("F3", "F2"))]
+    assert sample.skipped_questions == 1
+
+
 def test_the_shipped_data_loads_as_the_readme_describes():
     samples = locomo.load()
-    assert sum(len(s.turns) for s in samples) == 2760
+    assert sum(len(s.memories) for s in samples) == 2760
     assert all(q.category in locomo.CATEGORIES for s in samples for q in s.questions)
+    facts = locomo.load(shape="facts")
+    assert sum(len(s.memories) for s in facts) == 1210
+    assert all(q.evidence for s in facts for q in s.questions)
 
 
 # --- speed helpers ------------------------------------------------------------------------------
@@ -108,7 +143,7 @@ def test_the_speed_corpus_is_distinct_real_turns():
     samples = locomo.load()
     texts = speed.corpus(samples, 3000)
     assert len(texts) == len(set(texts)) == 3000
-    assert texts[0] == samples[0].turns[0].text
+    assert texts[0] == samples[0].memories[0].text
 
 
 @pytest.mark.only_on("sqlite")
@@ -150,7 +185,7 @@ def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
     doc = tmp_path / "benchmarks.md"
     report.write_section("quality", "stale-quality-figures", doc)
     report.write_section("speed", "speed figures", doc)
-    report.write_section("quality", quality.markdown(run, "python bench/quality.py", "env", Path("x.json")), doc)
+    report.write_section("quality", quality.markdown(run, "turns", "python bench/quality.py", "env", Path("x.json")), doc)
     text = doc.read_text()
     assert text.count("<!-- quality:start -->") == 1 and "speed figures" in text and "stale-quality-figures" not in text
 
@@ -180,7 +215,7 @@ def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embed
     assert any(rowid in scopes["conv-30"].questions for q in asked for rowid in q.bm25)  # the question share acts
     assert rescored == searched
     assert all(len(outcome.scores) == len(asked) for outcome in outcomes)
-    table = ideas.markdown(outcomes, asked, "python bench/ideas.py", "env").splitlines()
+    table = ideas.markdown(outcomes, asked, "turns", "python bench/ideas.py", "env").splitlines()
     assert sum(line.startswith("| ") for line in table) == 2 + len(ideas.IDEAS)  # header, rule, rows
 
 
