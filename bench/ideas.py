@@ -100,6 +100,8 @@ class Asked:
     bm25: dict[int, float]
     entities: tuple[tuple[tuple[int, float], ...], ...]
     """For each query entity, the stored entities at least ``ENTITY_MATCH_THRESHOLD`` similar, closest first."""
+    entity_names: dict[int, str]
+    """The text of every stored entity in ``entities``."""
     terms_similarity: dict[int, float]
     """As ``similarity``, for the embedding of the query's BM25 terms instead of the question."""
 
@@ -185,6 +187,7 @@ def read_questions(
                 prepared = retrieval.prepare(
                     question.text, engine.nlp, engine.embedder, engine._names, options, engine._side
                 )
+                entities, entity_names = matched_entities(view, prepared, where)
                 asked.append(
                     Asked(
                         sample_id=sample.sample_id,
@@ -194,7 +197,8 @@ def read_questions(
                         terms=tuple(prepared.terms),
                         similarity=similarities(view, prepared.embedding, rowids, where),
                         bm25=dict(view.bm25_memories(prepared.terms, where, len(rowids), None, None)),
-                        entities=matched_entities(view, prepared, where),
+                        entities=entities,
+                        entity_names=entity_names,
                         terms_similarity=similarities(
                             view, engine.embedder.embed_batch([" ".join(prepared.terms)])[0], rowids, where
                         ),
@@ -205,16 +209,19 @@ def read_questions(
 
 def matched_entities(
     view: Snapshot, prepared: retrieval.PreparedQuery, where: StoreScope
-) -> tuple[tuple[tuple[int, float], ...], ...]:
-    """``Asked.entities``, by the engine's entity KNN within the conversation's scope."""
-    entities = []
+) -> tuple[tuple[tuple[tuple[int, float], ...], ...], dict[int, str]]:
+    """``Asked.entities`` and ``Asked.entity_names``, by the engine's entity KNN within the
+    conversation's scope."""
+    entities, names = [], {}
     for vector in prepared.entity_embeddings:
-        hits = view.knn_entities(vector, where, scoring.ENTITY_SEARCH_LIMIT)
-        matched = ((entity_id, scoring.similarity_from_distance(d)) for entity_id, _, d in hits)
-        entities.append(
-            tuple(sorted(((e, s) for e, s in matched if s >= scoring.ENTITY_MATCH_THRESHOLD), key=lambda m: -m[1]))
-        )
-    return tuple(entities)
+        matched = []
+        for entity_id, text, distance in view.knn_entities(vector, where, scoring.ENTITY_SEARCH_LIMIT):
+            similarity = scoring.similarity_from_distance(distance)
+            if similarity >= scoring.ENTITY_MATCH_THRESHOLD:
+                matched.append((entity_id, similarity))
+                names[entity_id] = text
+        entities.append(tuple(sorted(matched, key=lambda m: -m[1])))
+    return tuple(entities), names
 
 
 # --- from signals to a ranking --------------------------------------------------------------
@@ -233,8 +240,8 @@ class Signals(NamedTuple):
 def entity_boosts(
     question: Asked, scope: Scope, threshold: float = scoring.ENTITY_MATCH_THRESHOLD, summed: bool = False
 ) -> tuple[dict[int, float], bool]:
-    """The default's boosts: each query entity through its closest stored entity, weighted by
-    rarity; a memory keeps the largest (or, ``summed``, the sum capped at the boost weight)."""
+    """The default's boosts: each query entity through its closest stored entity and the longer
+    names holding it, as one entity weighted by the rarity of all their memories; a memory keeps the largest (or, ``summed``, the sum capped at the boost weight)."""
     boosts: dict[int, float] = {}
     active = False
     for matches in question.entities:
@@ -242,7 +249,9 @@ def entity_boosts(
         if not matches:
             continue
         entity_id, similarity = matches[0]
-        links = scope.links.get(entity_id, ())
+        similar = {other: (question.entity_names[other], s) for other, s in matches}
+        family = (entity_id, *retrieval.longer_names(similar, question.entity_names[entity_id]))
+        links = [rowid for member in family for rowid in scope.links.get(member, ())]
         active = active or bool(links)
         boost = scoring.entity_boost(similarity, len(links), scoring.entity_rarity(len(links), scope.size))
         for rowid in links:
@@ -433,6 +442,34 @@ def time_answer(q: Asked, s: Scope, _: Keywords) -> Signals:
     return base._replace(boosts=boosts, entity_active=True)
 
 
+def sigmoid_moved(midpoint: float, steepness: float = 1.0) -> Rescore:
+    """The default with the BM25 sigmoid's midpoint moved by ``midpoint`` and its steepness
+    scaled by ``steepness``: short memories reach larger raw BM25 sums than Mem0's brackets
+    were set for."""
+
+    def signals(q: Asked, s: Scope, _: Keywords) -> Signals:
+        base = default_signals(q, s)
+        return base._replace(
+            params=scoring.SigmoidParams(base.params.midpoint + midpoint, base.params.steepness * steepness)
+        )
+
+    return signals
+
+
+def semantic_weight(weight: float) -> Rescore:
+    """Similarity counted ``weight`` times in the fused sum (the gate unchanged)."""
+
+    def signals(q: Asked, s: Scope, _: Keywords) -> Signals:
+        base = default_signals(q, s)
+        return base._replace(similarity={rowid: weight * value for rowid, value in base.similarity.items()})
+
+    return signals
+
+
+def context_two_away_and_semantic(q: Asked, s: Scope, keywords: Keywords) -> Signals:
+    return context_two_away(q, s, keywords)._replace(similarity=semantic_context(q, s, keywords).similarity)
+
+
 def terms_embedding(q: Asked, s: Scope, _: Keywords) -> Signals:
     return default_signals(q, s)._replace(similarity=q.terms_similarity)
 
@@ -489,6 +526,16 @@ IDEAS = (
         time_answer,
     ),
     Idea("keyword-terms embedding", "the query's BM25 terms embedded instead of the question", terms_embedding),
+    Idea("sigmoid midpoint -2", "the BM25 sigmoid's midpoint 2 lower", sigmoid_moved(-2.0)),
+    Idea("sigmoid midpoint +2", "the BM25 sigmoid's midpoint 2 higher", sigmoid_moved(2.0)),
+    Idea("sigmoid half as steep", "the BM25 sigmoid's steepness halved", sigmoid_moved(0.0, 0.5)),
+    Idea("semantic weight 1.5", "similarity counts 1.5 times in the fused sum", semantic_weight(1.5)),
+    Idea("semantic weight 0.75", "similarity counts 0.75 times in the fused sum", semantic_weight(0.75)),
+    Idea(
+        "two away + semantic context",
+        "memories two away earn a quarter, and similarity at least the mean with the closer neighbour's",
+        context_two_away_and_semantic,
+    ),
 )
 
 

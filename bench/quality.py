@@ -53,7 +53,9 @@ MEM0 = {"ranking": "mem0"}
 """Mem0's exact behaviour; variants measured against it build on this."""
 MEM0_SIGNALS = {key: value for key, value in MEM0_RANKING.items() if key != "candidate_pool"}
 """trimem's departures from Mem0 other than the union pool, turned off."""
-WHOLE_QUESTIONS = {"question_keywords": 1.0}
+BEST_ENTITY = {"entity_match": "best"}
+"""A query entity reaches its closest stored entity only, not the longer names holding it."""
+WHOLE_QUESTIONS = {"question_keywords": 1.0, **BEST_ENTITY}
 """Questions keep their whole keyword score, as before ``question_keywords``."""
 RAW_CONTEXT = {"keyword_context_share": "raw", **WHOLE_QUESTIONS}
 """Keyword context as first adopted: a share of the neighbour's raw BM25."""
@@ -94,8 +96,9 @@ VARIANTS: tuple[Variant, ...] = (
         WHOLE_QUESTIONS,
         "a neighbour earns half of what a hit adds to the fused score, not the squashed half of its raw BM25",
     ),
+    Variant("+ question share", BEST_ENTITY, "a memory ending with '?' keeps half its keyword score"),
     Variant(
-        DEFAULT, {}, "configs/default.toml: the rows above + a memory ending with '?' keeps half its keyword score"
+        DEFAULT, {}, "configs/default.toml: the rows above + a query entity also reaches the longer names holding it"
     ),
     Variant("trimem without union pool", {"candidate_pool": "semantic"}),
     Variant("trimem without keyword context", {"keyword_context": 0.0}),

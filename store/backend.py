@@ -21,7 +21,8 @@ Nothing here, in retrieval, linking, transfer or scoring imports a database driv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import datetime as dt
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,14 +160,26 @@ IdSource = Literal["memories", "history"]
 
 
 def keys_around(rowids: Sequence[int]) -> list[int]:
-    """The keys the neighbours of these memories would have (``adjacent_memories``)."""
-    return sorted({rowid + step for rowid in rowids for step in (-1, 1)})
+    """The keys of these memories and of the neighbours they would have (``adjacent_memories``)."""
+    return sorted({rowid + step for rowid in rowids for step in (-1, 0, 1)})
 
 
-def neighbours(rowids: Sequence[int], found: set[int]) -> dict[int, list[int]]:
-    """Each memory's neighbours among the keys ``found`` (those of ``keys_around`` that are
-    stored, within the scope and passing the filters)."""
-    return {rowid: [rowid + step for step in (-1, 1) if rowid + step in found] for rowid in rowids}
+def neighbours(rowids: Sequence[int], stored: Mapping[int, str], within_seconds: float) -> dict[int, list[int]]:
+    """Each memory's neighbours among the keys ``stored`` (those of ``keys_around`` that are
+    stored, within the scope and passing the filters, with their ``created_at``): the memories
+    stored just before and after it, and, with ``within_seconds`` > 0, no more than that many
+    seconds apart from it."""
+
+    def close(rowid: int, other: int) -> bool:
+        if within_seconds <= 0:
+            return True
+        apart = dt.datetime.fromisoformat(stored[other]) - dt.datetime.fromisoformat(stored[rowid])
+        return abs(apart.total_seconds()) <= within_seconds
+
+    return {
+        rowid: [rowid + step for step in (-1, 1) if rowid + step in stored and rowid in stored and close(rowid, rowid + step)]
+        for rowid in rowids
+    }
 
 
 # --- the interface --------------------------------------------------------------------------
@@ -216,6 +229,9 @@ class Snapshot(Protocol):
         """How many memories ``export_memories`` yields, and how many history events they have."""
     def export_memories(self, scope: Scope, filters: Filter | None) -> Iterator[MemoryRow]:
         """The scope's memories that pass ``filters`` (expired ones too), in key order, one by one."""
+    def analysis_version(self) -> int:
+        """The version of the text analysis (``store.reanalysis.ANALYSIS_VERSION``) the stored terms
+        and entity links were made with; 1 for stores made before it was recorded."""
 
     # retrieval signals
     def knn_memories(
@@ -242,9 +258,10 @@ class Snapshot(Protocol):
     def scope_count(self, scope: Scope) -> int:
         """How many memories are within the scope."""
     def adjacent_memories(
-        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None
+        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None, within_seconds: float = 0
     ) -> dict[int, list[int]]:
-        """For each memory, its neighbours (key ± 1) within the scope that pass the filters."""
+        """For each memory, its neighbours (key ± 1) within the scope that pass the filters and,
+        with ``within_seconds`` > 0, were stored no more than that many seconds apart from it."""
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """The memories among ``rowids`` whose text ends with a question mark."""
 
@@ -271,6 +288,10 @@ class Transaction(Snapshot, Protocol):
         scope: Scope, updated_at: str,
     ) -> None:
         """Replace a memory's text, its keyword row and its vector."""
+    def set_terms(self, rowid: int, scope: Scope, text_lemmatized: str) -> None:
+        """Replace a memory's keyword terms (its text unchanged), and its keyword row with them."""
+    def set_analysis_version(self, version: int) -> None:
+        """Record the text analysis version the stored terms and links now follow."""
     def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
         """Replace a memory's metadata."""
     def set_expiration(self, rowid: int, scope: Scope, expiration_date: str | None, updated_at: str) -> None:

@@ -8,6 +8,7 @@ its value, and an unknown key is an error rather than a silent no-op.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ Ranking = Literal["trimem", "mem0"]
 RANKINGS: tuple[str, ...] = get_args(Ranking)
 EntityWeighting = Literal["mem0", "rarity"]
 ENTITY_WEIGHTINGS: tuple[str, ...] = get_args(EntityWeighting)
-EntityMatching = Literal["all", "best"]
+EntityMatching = Literal["all", "best", "names"]
 ENTITY_MATCHINGS: tuple[str, ...] = get_args(EntityMatching)
 KeywordContextShare = Literal["raw", "score"]
 KEYWORD_CONTEXT_SHARES: tuple[str, ...] = get_args(KeywordContextShare)
@@ -66,6 +67,7 @@ class SearchConfig:
     ranking: Ranking
     keyword_context: float
     keyword_context_share: KeywordContextShare
+    keyword_context_seconds: float
     question_keywords: float
     entity_weighting: EntityWeighting
     entity_match: EntityMatching
@@ -331,6 +333,11 @@ def _check(config: Config) -> None:
         )
     if not 0.0 <= search.keyword_context <= 1.0:
         raise _refuse("search", "keyword_context", search.keyword_context, "it must be between 0 and 1; 0 turns it off")
+    if not 0.0 <= search.keyword_context_seconds < math.inf:
+        raise _refuse(
+            "search", "keyword_context_seconds", search.keyword_context_seconds,
+            "it must be a number of seconds, 0 or more; 0 lets any neighbour count",
+        )
     if not 0.0 <= search.question_keywords <= 1.0:
         raise _refuse(
             "search", "question_keywords", search.question_keywords, "it must be between 0 and 1; 1 turns it off"

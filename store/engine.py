@@ -20,7 +20,7 @@ from typing import Any, get_args
 
 import numpy as np
 
-from . import clock, peers, retrieval, transfer
+from . import clock, peers, reanalysis, retrieval, transfer
 from .backend import (
     Backend, IdCandidate, IdSource, MemoryRow, NewMemory, Progress, Snapshot, Transaction, require, to_memory,
 )
@@ -151,6 +151,23 @@ class Engine:
         # Texts embed on this thread while the NLP pipeline reads them on the caller's.
         self._side = ThreadPoolExecutor(1, thread_name_prefix="trimem-embed")
         self._names = NameVectors(self.embedder)
+        if not reembedding and reanalysis.outdated(self.backend):
+            self._reanalyse()
+
+    def _reanalyse(self) -> None:
+        """Bring terms and entity links made by older rules up to date (``store.reanalysis``);
+        a store this process cannot write keeps them, and says so."""
+        if self.backend.read_only:
+            log.warning(
+                "%s was analysed by older keyword and entity rules; open it once where it can be written "
+                "to update them", self.location,
+            )
+            return
+        try:
+            reanalysis.reanalyse(self.backend, self.nlp, self._names)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def location(self) -> str:

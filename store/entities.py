@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from store.terms import Vocabulary
+
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps spaCy out of import time
     from spacy.tokens import Doc, Span, Token
 
@@ -223,7 +225,7 @@ def _is_cap(tok: Token) -> bool:
     return bool(t) and t[0].isupper() and any(ch.isalpha() for ch in t)
 
 
-def _proper_noun_spans(doc: Doc, has_pos: bool) -> Iterable[tuple[int, str]]:
+def _proper_noun_spans(doc: Doc, has_pos: bool, vocabulary: Vocabulary) -> Iterable[tuple[int, str]]:
     """Runs of capitalised words with at least one capital not at sentence start.
 
     Sentence-initial capitals are ambiguous ("Yesterday ..."), so a run made
@@ -270,13 +272,13 @@ def _proper_noun_spans(doc: Doc, has_pos: bool) -> Iterable[tuple[int, str]]:
         run = range(start, j)
         # A sentence-initial capital counts when the tagger calls it a proper noun
         # ("Ana works as a nurse"), so names that open a memory are still linked.
+        span = doc[start:j]
         if any(
             _is_cap(tokens[k])
             and not tokens[k].is_stop
             and (not _is_sentence_start(tokens, k) or (has_pos and tokens[k].pos_ == "PROPN"))
             for k in run
-        ):
-            span = doc[start:j]
+        ) and not (has_pos and _not_a_name(span, vocabulary)):
             yield span.start_char, span.text
         i = j
 
@@ -383,7 +385,28 @@ def _noun_compounds(doc: Doc) -> Iterable[tuple[int, str]]:
                 yield toks[0].idx, " ".join(t.text for t in toks)
 
 
-def _ner_spans(doc: Doc) -> Iterable[tuple[int, str, str]]:
+# Parts of speech a one-word name cannot be: the small pipeline's NER tags "Allergic" in
+# "Ines Duarte: Allergic to penicillin" ORG, and the proper-noun rule takes a capitalised
+# adjective that opens a sentence ("Afraid of heights") for a name. Nationalities and
+# languages (NORP, LANGUAGE) are adjectives and stay.
+_NOT_A_NAME_POS = frozenset({"ADJ", "ADV", "VERB", "AUX", "INTJ", "ADP", "SCONJ", "CCONJ", "DET", "PRON", "PART"})
+_ADJECTIVE_LABELS = frozenset({"NORP", "LANGUAGE"})
+
+
+def _not_a_name(span: Span, vocabulary: Vocabulary) -> bool:
+    """A one-word span that is a word the lemmatizer knows only as an adjective, or that the
+    tagger calls an adjective, verb, … and the lemmatizer knows as one: a capitalised
+    adjective or sentence opener, not a name. (A name the tagger slips on, "Lukas" as a verb,
+    is no word the lemmatizer knows, and stays.)"""
+    if len(span) != 1:
+        return False
+    token = span[0]
+    return vocabulary.only_adjective(token.lower_) or (
+        token.pos_ in _NOT_A_NAME_POS and vocabulary.knows(token.pos_, token.lemma_.lower())
+    )
+
+
+def _ner_spans(doc: Doc, vocabulary: Vocabulary) -> Iterable[tuple[int, str, str]]:
     for ent in doc.ents:
         if ent.label_ not in _NER_LABELS:
             continue
@@ -391,6 +414,8 @@ def _ner_spans(doc: Doc) -> Iterable[tuple[int, str, str]]:
         # "the Eiffel Tower" -> "Eiffel Tower"; keep "The Hague", "The Beatles".
         while len(span) > 1 and span[0].is_stop and span[0].text.islower():
             span = span[1:]
+        if ent.label_ not in _ADJECTIVE_LABELS and _not_a_name(span, vocabulary):
+            continue
         yield span.start_char, span.text, ent.label_
 
 
@@ -415,8 +440,9 @@ def _is_bad_entity(text: str, etype: str) -> bool:
     return False
 
 
-def extract(doc: Doc) -> tuple[Entity, ...]:
-    """All entity candidates of ``doc``, cleaned, deduplicated and ordered."""
+def extract(doc: Doc, vocabulary: Vocabulary = Vocabulary()) -> tuple[Entity, ...]:
+    """All entity candidates of ``doc``, cleaned, deduplicated and ordered; ``vocabulary``
+    (the lemmatizer's) tells a capitalised adjective from a name."""
     text = doc.text
     has_pos = doc.has_annotation("POS")
     has_dep = doc.has_annotation("DEP")
@@ -432,7 +458,7 @@ def extract(doc: Doc) -> tuple[Entity, ...]:
         end = start + length
         return any(s < end and start < e for s, e in ident_ranges)
 
-    for start, span_text, label in _ner_spans(doc):
+    for start, span_text, label in _ner_spans(doc, vocabulary):
         # The small model mislabels identifiers ("sqlite_vec.load" as
         # WORK_OF_ART); the identifier rule is more precise there.
         if not overlaps_identifier(start, len(span_text)):
@@ -444,7 +470,7 @@ def extract(doc: Doc) -> tuple[Entity, ...]:
         end = start + length
         return any(s <= start and end <= e for s, e in value_ranges)
 
-    for start, span_text in _proper_noun_spans(doc, has_pos):
+    for start, span_text in _proper_noun_spans(doc, has_pos, vocabulary):
         if not overlaps_identifier(start, len(span_text)) and not is_value(start, len(span_text)):
             cands.append((start, _TYPE_PRIORITY["proper_noun"], "proper_noun", span_text))
     for start, span_text in _quoted(text):

@@ -66,7 +66,7 @@ from store import entities as entity_rules
 from store import imports
 from store.entities import Entity
 from store.errors import ModelUnavailable
-from store.terms import lemma_terms, plain_terms
+from store.terms import Vocabulary, capitalised_words, lemma_terms, plain_terms
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps spaCy out of import time
     from spacy.language import Language
@@ -156,6 +156,7 @@ class NLP:
         self._lemma_disable: list[str] = []
         self._ner_after_lemmas: list[str] = []
         self._stop_words: frozenset[str] = frozenset()
+        self._vocabulary = Vocabulary()
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
 
@@ -254,6 +255,7 @@ class NLP:
             else []
         )
         self._stop_words = frozenset(getattr(nlp.Defaults, "stop_words", None) or ())
+        self._vocabulary = _vocabulary(nlp)
         nlp.max_length = max(nlp.max_length, MAX_CHARS * 2)
 
     def _pipeline(self) -> Language:
@@ -287,7 +289,7 @@ class NLP:
         except Exception:  # pragma: no cover - defensive, as for writes
             logger.exception("NLP analysis failed for a %d-char query; using plain terms", len(cleaned))
             return self._plain_analysis(cleaned)
-        return self._analysis(doc if entities else None, lemma_doc, tail)
+        return self._analysis(head, doc if entities else None, lemma_doc, tail)
 
     def _query_docs(self, nlp: Language, text: str, entities: bool) -> tuple[Doc | None, Doc]:
         """(cased doc or None, doc the lemmas come from) for one query."""
@@ -358,15 +360,31 @@ class NLP:
                 extra = nlp.pipe((_lowered(texts[i]) for i in need), batch_size=64, disable=self._lemma_disable)
                 for i, lemma_doc in zip(need, extra):
                     lemma_docs[i] = lemma_doc
-        return [self._analysis(doc, lemma_doc, tail) for doc, lemma_doc, (_, tail) in zip(docs, lemma_docs, split)]
+        return [
+            self._analysis(head, doc, lemma_doc, tail) for head, doc, lemma_doc, (_, tail) in zip(texts, docs, lemma_docs, split)
+        ]
 
     # ---- both paths ----------------------------------------------------------
-    def _analysis(self, doc: Doc | None, lemma_doc: Doc, tail: str) -> Analysis:
-        """Terms from ``lemma_doc`` plus the unparsed ``tail``; entities from ``doc``."""
-        terms = lemma_terms(lemma_doc, self._stop_words)
+    def _analysis(self, text: str, doc: Doc | None, lemma_doc: Doc, tail: str) -> Analysis:
+        """Terms from ``lemma_doc`` of ``text`` plus the unparsed ``tail``; entities from ``doc``."""
+        terms = lemma_terms(lemma_doc, self._stop_words, capitalised_words(text), self._vocabulary)
         if tail:
             terms.extend(plain_terms(tail, self._stop_words))
-        return Analysis(lemmatized=" ".join(terms), entities=entity_rules.extract(doc) if doc is not None else ())
+        return Analysis(lemmatized=" ".join(terms), entities=entity_rules.extract(doc, self._vocabulary) if doc is not None else ())
 
     def _plain_analysis(self, text: str) -> Analysis:
         return Analysis(lemmatized=" ".join(plain_terms(text, self._stop_words)), entities=())
+
+
+def _vocabulary(nlp: Language) -> Vocabulary:
+    """The rule lemmatizer's known lemmas and irregular forms, by part of speech (empty for a
+    lookup or blank pipeline)."""
+    if "lemmatizer" not in nlp.pipe_names or getattr(nlp.get_pipe("lemmatizer"), "mode", "") != "rule":
+        return Vocabulary()
+    lookups = nlp.get_pipe("lemmatizer").lookups
+    index, exceptions = lookups.get_table("lemma_index"), lookups.get_table("lemma_exc")
+    parts = ("noun", "verb", "adj")
+    return Vocabulary(
+        lemmas={pos: frozenset(index.get(pos, ())) for pos in parts},
+        irregular={pos: frozenset(exceptions.get(pos, {})) for pos in parts},
+    )

@@ -25,6 +25,7 @@ from . import clock, scoring
 from .backend import Snapshot, to_memory
 from .config import SearchConfig
 from .embeddings import Embedder, NameVectors
+from .entities import normalize_entity
 from .filters import Filter
 from .nlp import NLP
 from .records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit
@@ -162,14 +163,21 @@ def reachable_outside_pool(
 def keyword_context(
     snapshot: Snapshot, bm25_raw: dict[int, float], request: SearchRequest, term_count: int
 ) -> scoring.KeywordContext[int]:
-    """The keyword hits, plus the memories beside them (same scope, rowid ± 1) scored at
+    """The keyword hits, plus the memories beside them (same scope, rowid ± 1, stored at most
+    ``keyword_context_seconds`` apart) scored at
     ``keyword_context`` × the hit's raw BM25, or × its squashed score with
     ``keyword_context_share = "score"``; hits that end with a question mark keep
     ``question_keywords`` of their own (see ``scoring.keyword_context``)."""
     options = request.options
     weight, question_share = options.keyword_context, options.question_keywords
     rowids = list(bm25_raw)
-    adjacent = snapshot.adjacent_memories(rowids, request.scope, request.filters, request.live_on) if weight > 0 else {}
+    adjacent = (
+        snapshot.adjacent_memories(
+            rowids, request.scope, request.filters, request.live_on, options.keyword_context_seconds
+        )
+        if weight > 0
+        else {}
+    )
     questions = snapshot.questions_among(rowids, request.scope) if question_share < 1 else set()
     params = scoring.bm25_params(term_count) if options.keyword_context_share == "score" else None
     return scoring.keyword_context(bm25_raw, adjacent, weight, params, questions, question_share)
@@ -184,8 +192,10 @@ def entity_boosts(
 ) -> tuple[dict[int, float], dict[int, EntityMatch], bool]:
     """Each memory's largest boost from stored entities similar to a query entity, and whether
     any memory in scope got one (Mem0's test for the entity share of the denominator).
-    With ``entity_match = "best"`` a query entity boosts only through its most similar
-    stored entity; with "all" (Mem0) through every one above the match threshold.
+    With ``entity_match = "names"`` a query entity boosts through its most similar stored
+    entity and the longer names that hold its words, counted as one entity; with "best"
+    through the most similar one only; with "all" (Mem0) through every one above the match
+    threshold.
 
     ``among`` limits the boosts computed to those memories; ``None`` computes them all.
     ``room`` adds the memories of the most boosting matched entities, whole entities in
@@ -217,20 +227,30 @@ def entity_boosts(
             for entity_id, text, similarity in scored
             if similarity >= scoring.ENTITY_MATCH_THRESHOLD
         }
-        if request.options.entity_match == "best" and similar:
+        matching = request.options.entity_match
+        names: dict[int, int] = {}  # entity id -> the closest entity it is a longer name of
+        if matching != "all" and similar:
             closest = max(similar, key=lambda entity_id: similar[entity_id][1])
-            similar = {closest: similar[closest]}
+            if matching == "names":
+                names = {entity_id: closest for entity_id in longer_names(similar, similar[closest][0])}
+            similar = {entity_id: similar[entity_id] for entity_id in (closest, *names)}
         linked, links, exists = snapshot.entity_links(list(similar), request.scope, filters, on, among)
         active = active or exists
+        # A name and its longer forms ("Ines", "Ines Duarte") are one entity: they boost
+        # alike, as rare as all their memories together.
+        counted = {entity_id: linked.get(entity_id, 0) for entity_id in similar}
+        for entity_id, closest in names.items():
+            counted[closest] += counted[entity_id]
         match_of = {}
-        for entity_id, (text, similarity) in similar.items():
-            count = linked.get(entity_id, 0)
+        for entity_id, (text, _) in similar.items():
+            head = names.get(entity_id, entity_id)
+            similarity, count = similar[head][1], counted[head]
             rarity = 1.0 if scope_count is None else scoring.entity_rarity(count, scope_count)
             match_of[entity_id] = (
                 scoring.entity_boost(similarity, count, rarity),
                 EntityMatch(query_entity, text, similarity, count),
             )
-            if count:
+            if linked.get(entity_id, 0):
                 weighed.append((*match_of[entity_id][:1], entity_id, match_of[entity_id][1]))
         keep(links, match_of)
     if room > 0 and weighed:
@@ -246,6 +266,17 @@ def entity_boosts(
             _, links, _ = snapshot.entity_links(list(chosen), request.scope, filters, on)
             keep(links, chosen)
     return best, matches, active
+
+
+def longer_names(similar: dict[int, tuple[str, float]], name: str) -> list[int]:
+    """The matched entities that are longer names holding every word of ``name`` ("Ines
+    Duarte", "Project Atlas" for "Ines", "Atlas")."""
+    words = set(normalize_entity(name).split())
+    return [
+        entity_id
+        for entity_id, (text, _) in similar.items()
+        if words < set(normalize_entity(text).split())
+    ]
 
 
 # --- 3 and 4. fuse and assemble -----------------------------------------------------------

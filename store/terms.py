@@ -10,6 +10,10 @@ term: memories at write time (``NLP.analyze_batch``) and queries at read time
   the noun and the verb differently and the query may use the other reading;
 * a token whose lemma is not alphanumeric ("sqlite_vec.load", "e-mail") is split into
   its alphanumeric pieces rather than dropped;
+* a word written with a capital keeps its own form where the lemmatizer would only
+  guess ("Ines" -> "ines", never "ine"; "Charles" -> "charles"): spaCy tags such a name
+  a plural noun in one sentence and a proper noun in the next, and strips the "s" of an
+  unknown plural, so the same name would give two terms (``Vocabulary``);
 * runs of CJK / kana / hangul / Thai characters (which the English tokenizer leaves
   as one long token) become single characters plus character bigrams, as current
   Mem0 does, so that a word inside a sentence without spaces can still match.
@@ -23,6 +27,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps spaCy out of import time
@@ -46,14 +52,56 @@ _NGRAM_SCRIPT_RE = re.compile(
 _ALNUM_RUN_RE = re.compile(r"[^\W_]+")
 
 
-def lemma_terms(doc: Doc, stop_words: frozenset[str]) -> list[str]:
-    """BM25 terms from a doc of lower-cased text (Mem0's rule, see module doc)."""
+_WORD_RE = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The words the lemmatizer knows, by part of speech: its lemma index and its irregular
+    forms. A lemma outside them is a guess (spaCy's rules strip an unknown "-s" or "-ed").
+    Empty for pipelines without such tables: no lemma counts as a guess."""
+
+    lemmas: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    irregular: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def knows(self, pos: str, lemma: str) -> bool:
+        """Whether ``lemma`` is a word of this part of speech (tagged ``pos``) the lemmatizer knows."""
+        return lemma in self.lemmas.get(pos.lower(), ())
+
+    def only_adjective(self, word: str) -> bool:
+        """Whether ``word`` is known as an adjective and as nothing else ("allergic", "afraid";
+        not "frank" or "young", which are names and nouns too)."""
+        return word in self.lemmas.get("adj", ()) and not any(
+            word in known for pos, known in self.lemmas.items() if pos != "adj"
+        )
+
+    def guessed(self, pos: str, word: str, lemma: str) -> bool:
+        """Whether ``lemma`` of ``word`` (tagged ``pos``) is a rule's guess, not a known word."""
+        known = self.lemmas.get(pos.lower())
+        return known is not None and lemma not in known and word not in self.irregular.get(pos.lower(), ())
+
+
+def capitalised_words(text: str) -> frozenset[str]:
+    """The words ``text`` writes with a capital, lower-cased as the lemma doc has them."""
+    return frozenset(
+        unicodedata.normalize("NFKC", word).lower() for word in _WORD_RE.findall(text) if word[0].isupper()
+    )
+
+
+def lemma_terms(
+    doc: Doc, stop_words: frozenset[str], names: frozenset[str] = frozenset(), vocabulary: Vocabulary = Vocabulary()
+) -> list[str]:
+    """BM25 terms from a doc of lower-cased text (Mem0's rule, see module doc); a word in
+    ``names`` (``capitalised_words`` of the original text) whose lemma ``vocabulary`` says is
+    a guess stays itself."""
     terms: list[str] = []
     for tok in doc:
         if tok.is_punct or tok.is_space or tok.is_stop:
             continue
         text = tok.lower_
         lemma = unicodedata.normalize("NFKC", tok.lemma_ or tok.lower_).lower()
+        if lemma != text and text in names and vocabulary.guessed(tok.pos_, text, lemma):
+            lemma = text
         if lemma.isalnum() and not _NGRAM_SCRIPT_RE.search(lemma):
             terms.append(lemma)
         else:

@@ -351,7 +351,7 @@ BAD_SETTINGS = [
     ({"TRIMEM_EMBEDDING_BACKEND": "cuda"}, "[store] embedding_backend = 'cuda' is not allowed: use one of onnx, onnx-int8, torch"),
     ({"TRIMEM_THRESHOLD": "nan"}, "[search] threshold = nan is not allowed"),
     ({"TRIMEM_USER_ID": "ana lopez"}, "[server] user_id = 'ana lopez' is not allowed"),
-    ({"TRIMEM_ENTITY_MATCH": "some"}, "[search] entity_match = 'some' is not allowed: use one of all, best"),
+    ({"TRIMEM_ENTITY_MATCH": "some"}, "[search] entity_match = 'some' is not allowed: use one of all, best, names"),
     ({"TRIMEM_KEYWORD_CONTEXT_SHARE": "half"},
      "[search] keyword_context_share = 'half' is not allowed: use one of raw, score"),
     ({"TRIMEM_QUESTION_KEYWORDS": "1.5"},

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from store import Engine, InvalidArgument, MemoryInput, retrieval
+from store import Engine, InvalidArgument, MemoryInput, clock, retrieval
 from store.scope import Scope
 
 HOSTILE_QUERIES = [
@@ -342,6 +342,65 @@ def test_a_query_entity_boosts_through_its_closest_stored_entity_only(engine: En
     assert boost[greeting] == 0.0 < boost_all[greeting][0]
     assert boost_all[greeting][1].entity != "Caroline Diaz"
     assert boost["Caroline Diaz joined the LGBTQ support group in May."] > 0.0
+
+
+LUKAS = [
+    "Lukas Berger: Allergic to penicillin",
+    "Lukas Berger works as a structural engineer in Graz",
+    "Lukas Berger runs a half marathon every spring",
+    "Lukas Berger's favourite dish is goulash",
+    "Lukas Berger drives an old green Volvo",
+]
+BROTHER = "Tobias: Is Lukas's younger brother"
+
+
+def test_a_first_name_reaches_the_full_name_of_the_person(engine: Engine) -> None:
+    """"Lukas" alone stands only in the brother's line; the person's own memories are linked to
+    "Lukas Berger". The query's first name reaches both, as one entity as rare as all its
+    memories together, so the brother's line no longer takes the whole boost and the allergy
+    answers the question. With ``entity_match = "best"`` the one-link "Lukas" wins."""
+    engine.add_many([MemoryInput(text) for text in (*LUKAS, BROTHER, *OTHER_MEMORIES)], user_id="ana")
+    query = "What medicine must Lukas avoid?"
+    names = engine.explain(query, user_id="ana", top_k=10, threshold=0.0)
+    assert names.hits[0].memory.text == LUKAS[0]
+    boost = {hit.memory.text: hit.details.entity_boost for hit in names.hits}
+    assert boost[BROTHER] > 0 and boost[LUKAS[0]] == pytest.approx(boost[BROTHER])
+    assert names.hits[0].entity_match.entity == "Lukas Berger" and names.hits[0].entity_match.linked_memories == 6
+
+    with Engine(engine.config.replace("search", entity_match="best"), embedder=engine.embedder, nlp=engine.nlp) as best:
+        closest = best.explain(query, user_id="ana", top_k=10, threshold=0.0)
+    boost = {hit.memory.text: hit.details.entity_boost for hit in closest.hits}
+    assert boost[BROTHER] > 0 and boost[LUKAS[0]] == 0
+    assert closest.hits[0].memory.text == BROTHER
+
+
+FACTS_BY_DAY = [
+    "The Orion launch deadline is March 14",
+    "Dentist appointment on Tuesday at 4 pm",
+    "My wife Clara works at the city library",
+    "My name is Dana and I live in Leeds",
+]
+
+
+def test_keyword_context_joins_only_memories_stored_together(engine: Engine, monkeypatch) -> None:
+    """Facts added by hand on different days are not a conversation: the dentist appointment
+    stored the day after the Orion deadline earns nothing from its keywords. The same facts
+    stored in one sitting are neighbours, and share as turns of a conversation do."""
+    for day, text in enumerate(FACTS_BY_DAY, start=1):
+        monkeypatch.setattr(clock, "now", lambda day=day: f"2026-03-0{day}T09:00:00.000000+00:00")
+        engine.add(text, user_id="dana")
+    monkeypatch.undo()
+    engine.add_many([MemoryInput(text) for text in FACTS_BY_DAY], user_id="sam")
+
+    def keyword_sources(user: str, **search: object) -> dict[str, str | None]:
+        with Engine(engine.config.replace("search", **search), embedder=engine.embedder, nlp=engine.nlp) as tuned:
+            hits = tuned.explain("What's the deadline for Orion?", user_id=user, top_k=4, threshold=0.0).hits
+        return {hit.memory.text: hit.keyword_source for hit in hits}
+
+    assert keyword_sources("dana")[FACTS_BY_DAY[1]] is None
+    assert keyword_sources("dana", keyword_context_seconds=0)[FACTS_BY_DAY[1]] == "beside"
+    assert keyword_sources("sam")[FACTS_BY_DAY[1]] == "beside"
+    assert keyword_sources("dana")[FACTS_BY_DAY[0]] == "own"
 
 
 def test_per_call_signal_switches_match_the_configured_ones(garden: Engine) -> None:

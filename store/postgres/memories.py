@@ -157,6 +157,11 @@ class MemoryReads(Statements):
                 yield memory_row(row)
 
 
+    def analysis_version(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchone()
+        return int(row[0]) if row else 1
+
+
 class MemoryWrites(Statements):
     """Memory rows, their postings and history as a transaction writes them."""
 
@@ -189,15 +194,27 @@ class MemoryWrites(Statements):
         self, rowid: int, *, text: str, text_lemmatized: str, text_hash: str, embedding: np.ndarray,
         scope: Scope, updated_at: str,
     ) -> None:
+        self.conn.execute(
+            "UPDATE memories SET text = %s, hash = %s, updated_at = %s, embedding = %s WHERE user_id = %s AND rowid = %s",
+            (text, text_hash, updated_at, vector(embedding), scope.user_id, rowid),
+        )
+        self.set_terms(rowid, scope, text_lemmatized)
+
+    def set_terms(self, rowid: int, scope: Scope, text_lemmatized: str) -> None:
         frequencies = term_frequencies(text_lemmatized)
         self.conn.execute(
-            "UPDATE memories SET text = %s, text_lemmatized = %s, terms = %s, hash = %s, updated_at = %s, "
-            "embedding = %s WHERE user_id = %s AND rowid = %s",
-            (text, text_lemmatized, frequencies.total(), text_hash, updated_at, vector(embedding),
-             scope.user_id, rowid),
+            "UPDATE memories SET text_lemmatized = %s, terms = %s WHERE user_id = %s AND rowid = %s",
+            (text_lemmatized, frequencies.total(), scope.user_id, rowid),
         )
         self.conn.execute("DELETE FROM memory_terms WHERE user_id = %s AND memory_rowid = %s", (scope.user_id, rowid))
         self._post_terms(scope.user_id, rowid, frequencies)
+
+    def set_analysis_version(self, version: int) -> None:
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('analysis_version', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(version),),
+        )
 
     def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
         self.conn.execute("UPDATE memories SET metadata = %s, updated_at = %s WHERE user_id = %s AND rowid = %s",

@@ -115,7 +115,7 @@ class SignalReads(Statements):
         return self.row(f"SELECT count(*) FROM memories WHERE {where}", params)[0]
 
     def adjacent_memories(
-        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None
+        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None, within_seconds: float = 0
     ) -> dict[int, list[int]]:
         """The memories stored just before and after each, by insertion sequence. A key taken by
         another scope, or deleted, is no neighbour."""
@@ -124,14 +124,13 @@ class SignalReads(Statements):
         around = keys_around(rowids)
         where, params = scope_sql(scope, "m")
         live, live_params = live_sql(filters, on)
-        found = {
-            row[0]
-            for row in self.rows(
-                f"SELECT m.rowid FROM memories m WHERE m.rowid = ANY(%s) AND {where} AND ({live})",
+        stored = dict(
+            self.rows(
+                f"SELECT m.rowid, m.created_at FROM memories m WHERE m.rowid = ANY(%s) AND {where} AND ({live})",
                 (around, *params, *live_params),
             )
-        }
-        return neighbours(rowids, found)
+        )
+        return neighbours(rowids, stored, within_seconds)
 
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """Trailing whitespace aside: a turn that asks."""

@@ -156,6 +156,11 @@ class MemoryReads(Statements):
             yield memory_row(row)
 
 
+    def analysis_version(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchone()
+        return int(row[0]) if row else 1
+
+
 class MemoryWrites(Statements):
     """Memory rows, their vectors and history as a transaction writes them."""
 
@@ -199,6 +204,17 @@ class MemoryWrites(Statements):
             (text, text_lemmatized, text_hash, updated_at, rowid),
         )
         self.put_memory_vector(rowid, embedding, scope)
+
+    def set_terms(self, rowid: int, scope: Scope, text_lemmatized: str) -> None:
+        """The FTS trigger re-indexes the lemmatized text."""
+        self.conn.execute("UPDATE memories SET text_lemmatized = ? WHERE rowid = ?", (text_lemmatized, rowid))
+
+    def set_analysis_version(self, version: int) -> None:
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('analysis_version', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (str(version),),
+        )
 
     def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
         self.conn.execute(

@@ -145,7 +145,7 @@ class SignalReads(Statements):
         return self.conn.execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0]
 
     def adjacent_memories(
-        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None
+        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None, within_seconds: float = 0
     ) -> dict[int, list[int]]:
         """The turns around each memory when a conversation is added in order. A key taken by
         another scope, or deleted, is no neighbour."""
@@ -156,14 +156,13 @@ class SignalReads(Statements):
         # walk the whole scope (5 ms instead of 0.2 at 10,000 memories).
         where, params = scope_sql(scope, "+m")
         live, live_params = live_sql(filters, on)
-        found = {
-            row[0]
-            for row in self.conn.execute(
-                f"SELECT m.rowid FROM memories m WHERE m.rowid IN ({marks(around)}) AND {where} AND ({live})",
+        stored = dict(
+            self.conn.execute(
+                f"SELECT m.rowid, m.created_at FROM memories m WHERE m.rowid IN ({marks(around)}) AND {where} AND ({live})",
                 (*around, *params, *live_params),
             )
-        }
-        return neighbours(rowids, found)
+        )
+        return neighbours(rowids, stored, within_seconds)
 
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """Trailing whitespace aside: a turn that asks."""
