@@ -51,8 +51,8 @@ from store.terms import plain_terms  # noqa: E402
 from store.validation import check_scope  # noqa: E402
 
 SHIPPED = load_config(environ={}).search
-CONTEXT, QUESTION_SHARE = SHIPPED.keyword_context, SHIPPED.question_keywords
-"""The shipped keyword-context weight and question share; the rest of the default (closest
+CONTEXT, REACH, QUESTION_SHARE = SHIPPED.keyword_context, SHIPPED.keyword_context_reach, SHIPPED.question_keywords
+"""The shipped keyword-context weight and reach and question share; the rest of the default (closest
 entity match, rarity, the score share) is written out below, and the smoke test compares it
 with ``Engine.search``."""
 FRAMING_NOUNS = frozenset({"kind", "type", "way", "sort"})
@@ -81,9 +81,14 @@ class Scope:
     def size(self) -> int:
         return len(self.texts)
 
-    def neighbours(self, rowids: Sequence[int], step: int = 1) -> dict[int, list[int]]:
-        """The memories ``step`` before and after each rowid in the scope, as ``Snapshot.adjacent_memories``."""
-        return {rowid: [rowid + d for d in (-step, step) if rowid + d in self.texts] for rowid in rowids}
+    def neighbours(self, rowids: Sequence[int], reach: int = 1) -> dict[int, list[tuple[int, int]]]:
+        """The memories up to ``reach`` places before and after each rowid in the scope, with how
+        many places away each is, as ``Snapshot.adjacent_memories`` (the benchmark stores
+        each scope in one sitting: no neighbour is too far apart in time)."""
+        return {
+            rowid: [(rowid + d, abs(d)) for n in range(1, reach + 1) for d in (-n, n) if rowid + d in self.texts]
+            for rowid in rowids
+        }
 
 
 @dataclass(frozen=True)
@@ -271,14 +276,15 @@ def default_signals(
     questions: frozenset[int] | None = None,
     question_share: float = QUESTION_SHARE,
     weight: float = CONTEXT,
+    reach: int = REACH,
 ) -> Signals:
     """The shipped ranking's signals (``configs/default.toml``), with other keyword hits, other
-    memories taken for questions, or another keyword-context weight, if given."""
+    memories taken for questions, or another keyword-context weight or reach, if given."""
     params = scoring.bm25_params(len(question.terms) if term_count is None else term_count)
     raw = question.bm25 if bm25 is None else bm25
     boosts, active = entity_boosts(question, scope)
     asking = scope.questions if questions is None else questions
-    context = scoring.keyword_context(raw, scope.neighbours(list(raw)), weight, params, asking, question_share)
+    context = scoring.keyword_context(raw, scope.neighbours(list(raw), reach), weight, params, asking, question_share)
     return Signals(question.similarity, context.raw, boosts, params, active)
 
 
@@ -331,14 +337,11 @@ def context_weight(weight: float) -> Rescore:
     return signals
 
 
-def context_two_away(q: Asked, s: Scope, _: Keywords) -> Signals:
-    base = default_signals(q, s)
-    farther = scoring.keyword_context(
-        q.bm25, s.neighbours(list(q.bm25), step=2), CONTEXT / 2, base.params, s.questions, QUESTION_SHARE
-    ).raw
-    return base._replace(
-        bm25_raw={r: max(v, base.bm25_raw.get(r, 0.0)) for r, v in {**base.bm25_raw, **farther}.items()}
-    )
+def context_reach(reach: int) -> Rescore:
+    def signals(q: Asked, s: Scope, _: Keywords) -> Signals:
+        return default_signals(q, s, reach=reach)
+
+    return signals
 
 
 def without_terms(drop: Callable[[str, Asked, Scope], bool], recount: bool = True) -> Rescore:
@@ -384,7 +387,7 @@ def entity_context(q: Asked, s: Scope, _: Keywords) -> Signals:
     base = default_signals(q, s)
     boosts = dict(base.boosts)
     for rowid, boost in base.boosts.items():
-        for n in s.neighbours([rowid])[rowid]:
+        for n, _ in s.neighbours([rowid])[rowid]:
             boosts[n] = max(boosts.get(n, 0.0), boost / 2)
     return base._replace(boosts=boosts)
 
@@ -414,7 +417,7 @@ def semantic_context(q: Asked, s: Scope, _: Keywords) -> Signals:
     base = default_signals(q, s)
     similarity = {}
     for rowid, own in q.similarity.items():
-        around = [q.similarity[n] for n in s.neighbours([rowid])[rowid]]
+        around = [q.similarity[n] for n, _ in s.neighbours([rowid])[rowid]]
         similarity[rowid] = max(own, (own + max(around)) / 2) if around else own
     return base._replace(similarity=similarity)
 
@@ -466,10 +469,6 @@ def semantic_weight(weight: float) -> Rescore:
     return signals
 
 
-def context_two_away_and_semantic(q: Asked, s: Scope, keywords: Keywords) -> Signals:
-    return context_two_away(q, s, keywords)._replace(similarity=semantic_context(q, s, keywords).similarity)
-
-
 def terms_embedding(q: Asked, s: Scope, _: Keywords) -> Signals:
     return default_signals(q, s)._replace(similarity=q.terms_similarity)
 
@@ -477,7 +476,8 @@ def terms_embedding(q: Asked, s: Scope, _: Keywords) -> Signals:
 IDEAS = (
     Idea("default", "the shipped ranking, rescored", lambda q, s, _: default_signals(q, s)),
     Idea("keyword context 0.75", "a neighbour earns 0.75 of a hit's score, not half", context_weight(0.75)),
-    Idea("keyword context two away", "memories two away earn a quarter", context_two_away),
+    Idea("keyword context one away", "only the memories just before and after earn a share (reach 1)", context_reach(1)),
+    Idea("keyword context three away", "memories three away earn a sixth", context_reach(3)),
     Idea(
         "names out of the keyword query",
         "terms in more than half the scope (the speakers) dropped",
@@ -531,11 +531,6 @@ IDEAS = (
     Idea("sigmoid half as steep", "the BM25 sigmoid's steepness halved", sigmoid_moved(0.0, 0.5)),
     Idea("semantic weight 1.5", "similarity counts 1.5 times in the fused sum", semantic_weight(1.5)),
     Idea("semantic weight 0.75", "similarity counts 0.75 times in the fused sum", semantic_weight(0.75)),
-    Idea(
-        "two away + semantic context",
-        "memories two away earn a quarter, and similarity at least the mean with the closer neighbour's",
-        context_two_away_and_semantic,
-    ),
 )
 
 

@@ -53,9 +53,10 @@ MEM0 = {"ranking": "mem0"}
 """Mem0's exact behaviour; variants measured against it build on this."""
 MEM0_SIGNALS = {key: value for key, value in MEM0_RANKING.items() if key != "candidate_pool"}
 """trimem's departures from Mem0 other than the union pool, turned off."""
-BEST_ENTITY = {"entity_match": "best"}
-"""A query entity reaches its closest stored entity only, not the longer names holding it."""
-WHOLE_QUESTIONS = {"question_keywords": 1.0, **BEST_ENTITY}
+EARLIER = {"entity_match": "best", "keyword_context_reach": 1}
+"""The default before longer names and context two places away: a query entity reaches its
+closest stored entity only, and only the memories just before and after a hit share its score."""
+WHOLE_QUESTIONS = {"question_keywords": 1.0, **EARLIER}
 """Questions keep their whole keyword score, as before ``question_keywords``."""
 RAW_CONTEXT = {"keyword_context_share": "raw", **WHOLE_QUESTIONS}
 """Keyword context as first adopted: a share of the neighbour's raw BM25."""
@@ -96,14 +97,17 @@ VARIANTS: tuple[Variant, ...] = (
         WHOLE_QUESTIONS,
         "a neighbour earns half of what a hit adds to the fused score, not the squashed half of its raw BM25",
     ),
-    Variant("+ question share", BEST_ENTITY, "a memory ending with '?' keeps half its keyword score"),
+    Variant("+ question share", EARLIER, "a memory ending with '?' keeps half its keyword score"),
     Variant(
-        DEFAULT, {}, "configs/default.toml: the rows above + a query entity also reaches the longer names holding it"
+        "+ longer names", {"keyword_context_reach": 1}, "a query entity also reaches the longer names holding its words"
     ),
+    Variant(DEFAULT, {}, "configs/default.toml: the rows above + memories two places from a hit earn a quarter"),
     Variant("trimem without union pool", {"candidate_pool": "semantic"}),
     Variant("trimem without keyword context", {"keyword_context": 0.0}),
     Variant("trimem without entity rarity", {"entity_weighting": "mem0"}),
     Variant("trimem without closest entity match", {"entity_match": "all"}),
+    Variant("trimem without longer names", {"entity_match": "best"}),
+    Variant("trimem, context one place away only", {"keyword_context_reach": 1}),
     Variant("trimem without entities", {"use_entities": False}),
     Variant("Mem0, over-fetch whole scope", {**MEM0, "overfetch_factor": 1, "overfetch_minimum": 4096}),
 )

@@ -159,16 +159,19 @@ IdSource = Literal["memories", "history"]
 """Where an id prefix is looked up: stored memories, or every id history keeps (deleted ones too)."""
 
 
-def keys_around(rowids: Sequence[int]) -> list[int]:
-    """The keys of these memories and of the neighbours they would have (``adjacent_memories``)."""
-    return sorted({rowid + step for rowid in rowids for step in (-1, 0, 1)})
+def keys_around(rowids: Sequence[int], reach: int = 1) -> list[int]:
+    """The keys of these memories and of the neighbours they would have within ``reach``
+    places (``adjacent_memories``)."""
+    return sorted({rowid + step for rowid in rowids for step in range(-reach, reach + 1)})
 
 
-def neighbours(rowids: Sequence[int], stored: Mapping[int, str], within_seconds: float) -> dict[int, list[int]]:
+def neighbours(
+    rowids: Sequence[int], stored: Mapping[int, str], within_seconds: float, reach: int = 1
+) -> dict[int, list[int]]:
     """Each memory's neighbours among the keys ``stored`` (those of ``keys_around`` that are
     stored, within the scope and passing the filters, with their ``created_at``): the memories
-    stored just before and after it, and, with ``within_seconds`` > 0, no more than that many
-    seconds apart from it."""
+    stored up to ``reach`` places before and after it, nearest first, and, with
+    ``within_seconds`` > 0, no more than that many seconds apart from it."""
 
     def close(rowid: int, other: int) -> bool:
         if within_seconds <= 0:
@@ -176,8 +179,9 @@ def neighbours(rowids: Sequence[int], stored: Mapping[int, str], within_seconds:
         apart = dt.datetime.fromisoformat(stored[other]) - dt.datetime.fromisoformat(stored[rowid])
         return abs(apart.total_seconds()) <= within_seconds
 
+    around = [step for distance in range(1, reach + 1) for step in (-distance, distance)]
     return {
-        rowid: [rowid + step for step in (-1, 1) if rowid + step in stored and rowid in stored and close(rowid, rowid + step)]
+        rowid: [rowid + step for step in around if rowid in stored and rowid + step in stored and close(rowid, rowid + step)]
         for rowid in rowids
     }
 
@@ -258,10 +262,12 @@ class Snapshot(Protocol):
     def scope_count(self, scope: Scope) -> int:
         """How many memories are within the scope."""
     def adjacent_memories(
-        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None, within_seconds: float = 0
+        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
+        within_seconds: float = 0, reach: int = 1,
     ) -> dict[int, list[int]]:
-        """For each memory, its neighbours (key ± 1) within the scope that pass the filters and,
-        with ``within_seconds`` > 0, were stored no more than that many seconds apart from it."""
+        """For each memory, its neighbours (key ± 1 … ± ``reach``, nearest first) within the
+        scope that pass the filters and, with ``within_seconds`` > 0, were stored no more than
+        that many seconds apart from it."""
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """The memories among ``rowids`` whose text ends with a question mark."""
 

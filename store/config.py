@@ -68,6 +68,7 @@ class SearchConfig:
     keyword_context: float
     keyword_context_share: KeywordContextShare
     keyword_context_seconds: float
+    keyword_context_reach: int
     question_keywords: float
     entity_weighting: EntityWeighting
     entity_match: EntityMatching
@@ -337,6 +338,11 @@ def _check(config: Config) -> None:
         raise _refuse(
             "search", "keyword_context_seconds", search.keyword_context_seconds,
             "it must be a number of seconds, 0 or more; 0 lets any neighbour count",
+        )
+    if not 1 <= search.keyword_context_reach <= 8:
+        raise _refuse(
+            "search", "keyword_context_reach", search.keyword_context_reach,
+            "it must be between 1 (only the memories just before and after) and 8",
         )
     if not 0.0 <= search.question_keywords <= 1.0:
         raise _refuse(

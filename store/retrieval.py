@@ -163,9 +163,9 @@ def reachable_outside_pool(
 def keyword_context(
     snapshot: Snapshot, bm25_raw: dict[int, float], request: SearchRequest, term_count: int
 ) -> scoring.KeywordContext[int]:
-    """The keyword hits, plus the memories beside them (same scope, rowid ± 1, stored at most
-    ``keyword_context_seconds`` apart) scored at
-    ``keyword_context`` × the hit's raw BM25, or × its squashed score with
+    """The keyword hits, plus the memories around them (same scope, rowid ± 1 up to
+    ± ``keyword_context_reach``, stored at most ``keyword_context_seconds`` apart) scored at
+    ``keyword_context`` / places away × the hit's raw BM25, or × its squashed score with
     ``keyword_context_share = "score"``; hits that end with a question mark keep
     ``question_keywords`` of their own (see ``scoring.keyword_context``)."""
     options = request.options
@@ -173,14 +173,16 @@ def keyword_context(
     rowids = list(bm25_raw)
     adjacent = (
         snapshot.adjacent_memories(
-            rowids, request.scope, request.filters, request.live_on, options.keyword_context_seconds
+            rowids, request.scope, request.filters, request.live_on,
+            options.keyword_context_seconds, options.keyword_context_reach,
         )
         if weight > 0
         else {}
     )
+    around = {rowid: [(other, abs(other - rowid)) for other in others] for rowid, others in adjacent.items()}
     questions = snapshot.questions_among(rowids, request.scope) if question_share < 1 else set()
     params = scoring.bm25_params(term_count) if options.keyword_context_share == "score" else None
-    return scoring.keyword_context(bm25_raw, adjacent, weight, params, questions, question_share)
+    return scoring.keyword_context(bm25_raw, around, weight, params, questions, question_share)
 
 
 def entity_boosts(

@@ -130,7 +130,7 @@ KeywordSource = Literal["own", "question", "beside"]
 KEYWORD_SOURCES: dict[KeywordSource, str] = {
     "own": "the memory's own words",
     "question": "its own words, at the share a memory ending with '?' keeps",
-    "beside": "a share of the keyword score of the memory stored just before or after it in the same scope",
+    "beside": "a share of the keyword score of a memory stored just before or after it (or two places away) in the same scope",
 }
 """Where a memory's keyword score comes from, as explanations say it."""
 
@@ -145,19 +145,20 @@ class KeywordContext(Generic[Key]):
 
 def keyword_context(
     bm25_raw: Mapping[Key, float],
-    neighbours: Mapping[Key, Sequence[Key]],
+    neighbours: Mapping[Key, Sequence[tuple[Key, int]]],
     weight: float,
     params: SigmoidParams | None = None,
     questions: Collection[Key] = (),
     question_share: float = 1.0,
 ) -> KeywordContext[Key]:
-    """Raw BM25 scores where a memory also earns ``weight`` × a neighbour's keyword score,
-    and a question keeps ``question_share`` of its own.
+    """Raw BM25 scores where a memory also earns a share of a neighbour's keyword score, and a
+    question keeps ``question_share`` of its own.
 
-    Each memory keeps the larger of its own raw score and what the best of the memories
-    listing it as a neighbour in ``neighbours`` passes on (keyword hits map to the
-    memories beside them). In a conversation the answer often shares no word with the
-    question while the turn it replies to does. Without ``params`` a share of a score is
+    ``neighbours`` lists, for each keyword hit, the memories around it with how many places
+    away each is; one ``steps`` away earns ``weight / steps`` of the hit's score. Each memory
+    keeps the larger of its own raw score and the best share passed on to it (keyword hits
+    map to the memories beside them). In a conversation the answer often shares no word with
+    the question while the turn it replies to does. Without ``params`` a share of a score is
     that share of its raw value; with them, the raw score whose squashed score
     (``normalize_bm25``) is that share of the original's, so "half a hit" is half of
     what the hit adds to the fused score, and a hit that adds almost nothing (a word in
@@ -180,8 +181,8 @@ def keyword_context(
         scores[key], source[key] = (share(raw, question_share), "question") if asks else (raw, "own")
     if weight > 0:
         for key, raw in bm25_raw.items():
-            inherited = share(raw, weight)
-            for neighbour in neighbours.get(key, ()):
+            for neighbour, steps in neighbours.get(key, ()):
+                inherited = share(raw, weight / steps)
                 if inherited > scores.get(neighbour, 0.0):
                     scores[neighbour], source[neighbour] = inherited, "beside"
     return KeywordContext(scores, source)

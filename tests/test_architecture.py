@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DRIVERS = {"sqlite": {"apsw", "sqlite_vec"}, "postgres": {"psycopg", "psycopg_pool", "pgvector"}}
 """Each backend package, and the driver modules only it may import."""
 EVERY_DRIVER = set().union(*DRIVERS.values())
-ABOVE_THE_SEAM = ("backend", "retrieval", "linking", "transfer", "scoring", "filters", "scope", "clock", "records")
+ABOVE_THE_SEAM = (
+    "backend", "retrieval", "linking", "transfer", "reanalysis", "scoring", "filters", "scope", "clock", "records",
+)
 
 
 def module_name(path: Path) -> str:

@@ -403,6 +403,22 @@ def test_keyword_context_joins_only_memories_stored_together(engine: Engine, mon
     assert keyword_sources("dana")[FACTS_BY_DAY[0]] == "own"
 
 
+def test_a_memory_two_places_from_a_hit_earns_a_quarter_of_its_score(engine: Engine) -> None:
+    engine.add_many([MemoryInput(text) for text in (*FACTS_BY_DAY, *OTHER_MEMORIES)], user_id="sam")
+    scores = {
+        hit.memory.text: hit.details.bm25_score
+        for hit in engine.explain("When is the Orion launch deadline?", user_id="sam", top_k=50, threshold=0.0).hits
+    }
+    hit = scores[FACTS_BY_DAY[0]]
+    assert hit > 0.5  # a quarter of it is still above the sigmoid's floor
+    assert scores[FACTS_BY_DAY[1]] == pytest.approx(hit / 2) and scores[FACTS_BY_DAY[2]] == pytest.approx(hit / 4)
+    assert scores[FACTS_BY_DAY[3]] == 0
+    one_place = engine.config.replace("search", keyword_context_reach=1)
+    with Engine(one_place, embedder=engine.embedder, nlp=engine.nlp) as nearest:
+        hits = nearest.explain("When is the Orion launch deadline?", user_id="sam", top_k=50, threshold=0.0).hits
+    assert {hit.memory.text: hit.details.bm25_score for hit in hits}[FACTS_BY_DAY[2]] == 0
+
+
 def test_per_call_signal_switches_match_the_configured_ones(garden: Engine) -> None:
     """``explain(use_bm25=False, use_entities=False)`` ranks as an engine configured without
     them, and the next call without switches is fully hybrid again (nothing is mutated)."""

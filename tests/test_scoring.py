@@ -191,10 +191,10 @@ def test_entity_rarity_is_in_unit_range_and_falls_with_links(linked: int, scope:
 
 def test_keyword_context_gives_neighbours_half_a_hit() -> None:
     hits = {"question": 8.0, "other": 2.0}
-    neighbours = {"question": ["answer", "other"], "other": ["question"]}
+    neighbours = {"question": [("answer", 1), ("other", 1), ("far", 2)], "other": [("question", 1)]}
     context = scoring.keyword_context(hits, neighbours, 0.5)
-    assert context.raw == {"question": 8.0, "other": 4.0, "answer": 4.0}  # "other" keeps the larger
-    assert context.source == {"question": "own", "other": "beside", "answer": "beside"}
+    assert context.raw == {"question": 8.0, "other": 4.0, "answer": 4.0, "far": 2.0}  # "other" keeps the larger
+    assert context.source == {"question": "own", "other": "beside", "answer": "beside", "far": "beside"}
     unchanged = scoring.keyword_context(hits, neighbours, 0.0)
     assert unchanged.raw == hits and set(unchanged.source.values()) == {"own"}
 
@@ -202,7 +202,7 @@ def test_keyword_context_gives_neighbours_half_a_hit() -> None:
 def test_keyword_context_as_a_score_gives_neighbours_half_of_what_a_hit_adds() -> None:
     params = scoring.bm25_params(2)  # midpoint 5, steepness 0.7
     hits = {"question": 12.0, "name": 0.01}
-    neighbours = {"question": ["answer"], "name": ["beside"]}
+    neighbours = {"question": [("answer", 1)], "name": [("beside", 1)]}
     context = scoring.keyword_context(hits, neighbours, 0.5, params).raw
     half = 0.5 / (1 + math.exp(-0.7 * (12.0 - 5.0)))
     assert scoring.normalize_bm25(context["answer"], params) == pytest.approx(half)
@@ -214,7 +214,7 @@ def test_keyword_context_as_a_score_gives_neighbours_half_of_what_a_hit_adds() -
 def test_a_question_keeps_its_share_and_passes_on_the_whole() -> None:
     params = scoring.bm25_params(2)
     hits = {"question": 12.0, "statement": 12.0, "reply to the reply": 3.0}
-    neighbours = {"question": ["answer"], "reply to the reply": ["question"]}
+    neighbours = {"question": [("answer", 1)], "reply to the reply": [("question", 1)]}
     scored = scoring.keyword_context(hits, neighbours, 0.5, params, {"question"}, 0.5)
     context = scored.raw
     assert scored.source == {
@@ -227,7 +227,7 @@ def test_a_question_keeps_its_share_and_passes_on_the_whole() -> None:
     unchanged = scoring.keyword_context(hits, neighbours, 0.5, params, {"question"}, 1.0)
     assert unchanged.raw["question"] == 12.0 and unchanged.source["question"] == "own"
     # a neighbour's share is kept when it is more than the question's own
-    beside = scoring.keyword_context({"question": 1.0, "before": 12.0}, {"before": ["question"]}, 0.5, None,
+    beside = scoring.keyword_context({"question": 1.0, "before": 12.0}, {"before": [("question", 1)]}, 0.5, None,
                                      {"question"}, 0.5)
     assert beside.raw["question"] == 6.0 and beside.source["question"] == "beside"
 
@@ -255,7 +255,7 @@ def test_bm25_raw_for_inverts_the_sigmoid_above_its_floor(score: float, terms: i
 def test_keyword_context_lowers_no_score_but_a_questions_nor_exceeds_the_best(
     hits: dict[int, float], weight: float, share: int | None, questions: set[int], question_share: float
 ) -> None:
-    neighbours = {key: [key - 1, key + 1] for key in hits}
+    neighbours = {key: [(key - 1, 1), (key + 1, 1), (key - 2, 2), (key + 2, 2)] for key in hits}
     params = None if share is None else scoring.bm25_params(share)
     scored = scoring.keyword_context(hits, neighbours, weight, params, questions, question_share)
     context = scored.raw
@@ -264,7 +264,7 @@ def test_keyword_context_lowers_no_score_but_a_questions_nor_exceeds_the_best(
     assert all(context[key] >= raw for key, raw in hits.items() if key not in questions or question_share == 1)
     assert all(context.get(key, 0.0) >= 0.0 for key in hits)
     assert all(value <= max(hits.values()) for value in context.values())
-    assert set(context) <= set(hits) | {key + step for key in hits for step in (-1, 1)}
+    assert set(context) <= set(hits) | {key + step for key in hits for step in (-2, -1, 1, 2)}
 
 
 @given(

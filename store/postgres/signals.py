@@ -115,13 +115,14 @@ class SignalReads(Statements):
         return self.row(f"SELECT count(*) FROM memories WHERE {where}", params)[0]
 
     def adjacent_memories(
-        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None, within_seconds: float = 0
+        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
+        within_seconds: float = 0, reach: int = 1,
     ) -> dict[int, list[int]]:
         """The memories stored just before and after each, by insertion sequence. A key taken by
         another scope, or deleted, is no neighbour."""
         if not rowids:
             return {}
-        around = keys_around(rowids)
+        around = keys_around(rowids, reach)
         where, params = scope_sql(scope, "m")
         live, live_params = live_sql(filters, on)
         stored = dict(
@@ -130,7 +131,7 @@ class SignalReads(Statements):
                 (around, *params, *live_params),
             )
         )
-        return neighbours(rowids, stored, within_seconds)
+        return neighbours(rowids, stored, within_seconds, reach)
 
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """Trailing whitespace aside: a turn that asks."""

@@ -145,13 +145,14 @@ class SignalReads(Statements):
         return self.conn.execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0]
 
     def adjacent_memories(
-        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None, within_seconds: float = 0
+        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
+        within_seconds: float = 0, reach: int = 1,
     ) -> dict[int, list[int]]:
         """The turns around each memory when a conversation is added in order. A key taken by
         another scope, or deleted, is no neighbour."""
         if not rowids:
             return {}
-        around = keys_around(rowids)
+        around = keys_around(rowids, reach)
         # Unary + keeps the planner on the rowid lookups: through the scope index it would
         # walk the whole scope (5 ms instead of 0.2 at 10,000 memories).
         where, params = scope_sql(scope, "+m")
@@ -162,7 +163,7 @@ class SignalReads(Statements):
                 (*around, *params, *live_params),
             )
         )
-        return neighbours(rowids, stored, within_seconds)
+        return neighbours(rowids, stored, within_seconds, reach)
 
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """Trailing whitespace aside: a turn that asks."""
