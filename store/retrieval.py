@@ -212,7 +212,8 @@ def entity_boosts(
     if request.options.entity_weighting == "rarity" and prepared.entities:
         scope_count = snapshot.scope_count(request.scope)
     filters, on = request.filters, request.live_on
-    weighed: list[tuple[float, int, EntityMatch]] = []  # (boost, entity id, match) of every matched entity
+    # (boost, entity id, match, its own links) of every matched entity that has links
+    weighed: list[tuple[float, int, EntityMatch, int]] = []
 
     def keep(links: list[tuple[int, int]], match_of: dict[int, tuple[float, EntityMatch]]) -> None:
         for entity_id, rowid in links:
@@ -252,18 +253,18 @@ def entity_boosts(
                 scoring.entity_boost(similarity, count, rarity),
                 EntityMatch(query_entity, text, similarity, count),
             )
-            if linked.get(entity_id, 0):
-                weighed.append((*match_of[entity_id][:1], entity_id, match_of[entity_id][1]))
+            if own := linked.get(entity_id, 0):
+                weighed.append((match_of[entity_id][0], entity_id, match_of[entity_id][1], own))
         keep(links, match_of)
     if room > 0 and weighed:
         chosen: dict[int, tuple[float, EntityMatch]] = {}
-        for boost, entity_id, match in sorted(weighed, key=lambda item: item[0], reverse=True):
+        for boost, entity_id, match, own in sorted(weighed, key=lambda item: item[0], reverse=True):
             if entity_id in chosen:
                 continue
-            if match.linked_memories > room:
+            if own > room:
                 break
             chosen[entity_id] = (boost, match)
-            room -= match.linked_memories
+            room -= own
         if chosen:
             _, links, _ = snapshot.entity_links(list(chosen), request.scope, filters, on)
             keep(links, chosen)
