@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from store.terms import Vocabulary
+from store.terms import INTERJECTIONS, Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps spaCy out of import time
     from spacy.tokens import Doc, Span, Token
@@ -181,15 +181,6 @@ def _is_identifier(candidate: str) -> bool:
     return True
 
 
-# Words that open chat turns ("Hey Maria", "Thanks John", "Wow"): a capital there says
-# nothing about a name, and a span starting with one would link every greeting to it.
-_INTERJECTIONS = frozenset(
-    """
-    hey hi hello yeah yes yep yup no nope nah thanks thank wow oh ooh ah aw aww ok okay
-    well sure cool great awesome nice congrats congratulations dear haha lol omg sorry
-    please bye goodbye welcome hmm um uh gosh wait gon wan
-    """.split()
-)
 
 
 def _clean_entity_text(text: str) -> str:
@@ -198,7 +189,7 @@ def _clean_entity_text(text: str) -> str:
     if ": " in text and "://" not in text:
         text = text.split(": ", 1)[0]
     words = text.split()
-    while len(words) > 1 and words[0].lower().strip(",!.") in _INTERJECTIONS:
+    while len(words) > 1 and words[0].lower().strip(",!.") in INTERJECTIONS:
         words = words[1:]
     text = " ".join(words)
     text = re.sub(r"^\d+\s*\.\s+", "", text)  # "1. Foo" list numbering
@@ -386,24 +377,20 @@ def _noun_compounds(doc: Doc) -> Iterable[tuple[int, str]]:
 
 
 # Parts of speech a one-word name cannot be: the small pipeline's NER tags "Allergic" in
-# "Ines Duarte: Allergic to penicillin" ORG, and the proper-noun rule takes a capitalised
-# adjective that opens a sentence ("Afraid of heights") for a name. Nationalities and
-# languages (NORP, LANGUAGE) are adjectives and stay.
+# "Ines Duarte: Allergic to penicillin" ORG, and "Glad" in "Glad you like it" PERSON.
+# Nationalities and languages (NORP, LANGUAGE) are adjectives and stay.
 _NOT_A_NAME_POS = frozenset({"ADJ", "ADV", "VERB", "AUX", "INTJ", "ADP", "SCONJ", "CCONJ", "DET", "PRON", "PART"})
 _ADJECTIVE_LABELS = frozenset({"NORP", "LANGUAGE"})
 
 
 def _not_a_name(span: Span, vocabulary: Vocabulary) -> bool:
-    """A one-word span that is a word the lemmatizer knows only as an adjective, or that the
-    tagger calls an adjective, verb, … and the lemmatizer knows as one: a capitalised
-    adjective or sentence opener, not a name. (A name the tagger slips on, "Lukas" as a verb,
-    is no word the lemmatizer knows, and stays.)"""
+    """A one-word span that the tagger calls an adjective, verb, … and the lemmatizer knows as
+    one: a capitalised adjective or sentence opener, not a name. (A name the tagger slips on,
+    "Lukas" as a verb, is no word the lemmatizer knows, and stays.)"""
     if len(span) != 1:
         return False
     token = span[0]
-    return vocabulary.only_adjective(token.lower_) or (
-        token.pos_ in _NOT_A_NAME_POS and vocabulary.knows(token.pos_, token.lemma_.lower())
-    )
+    return token.pos_ in _NOT_A_NAME_POS and vocabulary.knows(token.pos_, token.lemma_.lower())
 
 
 def _ner_spans(doc: Doc, vocabulary: Vocabulary) -> Iterable[tuple[int, str, str]]:
@@ -435,7 +422,7 @@ def _is_bad_entity(text: str, etype: str) -> bool:
     if etype in ("identifier",):
         return False
     low = text.lower()
-    if " " not in low and (low in _GENERIC_CAPS or low in _GENERIC_HEADS or low in _INTERJECTIONS):
+    if " " not in low and (low in _GENERIC_CAPS or low in _GENERIC_HEADS or low in INTERJECTIONS):
         return True
     return False
 

@@ -54,6 +54,16 @@ _ALNUM_RUN_RE = re.compile(r"[^\W_]+")
 
 _WORD_RE = re.compile(r"\w+")
 
+# Words that open chat turns ("Hey Maria", "Thanks John", "Wow"): a capital there says
+# nothing about a name (no entity starts with one, and its lemma is kept).
+INTERJECTIONS = frozenset(
+    """
+    hey hi hello yeah yes yep yup no nope nah thanks thank wow oh ooh ah aw aww ok okay
+    well sure cool great awesome nice congrats congratulations dear haha lol omg sorry
+    please bye goodbye welcome hmm um uh gosh wait gon wan
+    """.split()
+)
+
 
 @dataclass(frozen=True)
 class Vocabulary:
@@ -68,13 +78,6 @@ class Vocabulary:
         """Whether ``lemma`` is a word of this part of speech (tagged ``pos``) the lemmatizer knows."""
         return lemma in self.lemmas.get(pos.lower(), ())
 
-    def only_adjective(self, word: str) -> bool:
-        """Whether ``word`` is known as an adjective and as nothing else ("allergic", "afraid";
-        not "frank" or "young", which are names and nouns too)."""
-        return word in self.lemmas.get("adj", ()) and not any(
-            word in known for pos, known in self.lemmas.items() if pos != "adj"
-        )
-
     def guessed(self, pos: str, word: str, lemma: str) -> bool:
         """Whether ``lemma`` of ``word`` (tagged ``pos``) is a rule's guess, not a known word."""
         known = self.lemmas.get(pos.lower())
@@ -82,10 +85,10 @@ class Vocabulary:
 
 
 def capitalised_words(text: str) -> frozenset[str]:
-    """The words ``text`` writes with a capital, lower-cased as the lemma doc has them."""
-    return frozenset(
-        unicodedata.normalize("NFKC", word).lower() for word in _WORD_RE.findall(text) if word[0].isupper()
-    )
+    """The words ``text`` writes with a capital, lower-cased as the lemma doc has them, but the
+    interjections that open chat turns ("Thanks", "Congrats")."""
+    words = (unicodedata.normalize("NFKC", word).lower() for word in _WORD_RE.findall(text) if word[0].isupper())
+    return frozenset(word for word in words if word not in INTERJECTIONS)
 
 
 def lemma_terms(
