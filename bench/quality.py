@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import json
 import sys
 import time
@@ -31,12 +32,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import locomo, metrics, postgres, report  # noqa: E402
-from store import Config, Engine, load_config, retrieval, scoring  # noqa: E402
+from store import Config, Engine, clock, load_config, retrieval, scoring  # noqa: E402
 from store.config import MEM0_RANKING  # noqa: E402
 from store.embeddings import Embedder, open_embedder  # noqa: E402
 from store.engine import MemoryInput  # noqa: E402
@@ -108,6 +110,10 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("trimem without closest entity match", {"entity_match": "all"}),
     Variant("trimem without longer names", {"entity_match": "best"}),
     Variant("trimem, context one place away only", {"keyword_context_reach": 1}),
+    Variant(
+        "trimem, context at any time apart", {"keyword_context_seconds": 0},
+        "the same as the default when each scope is stored in one sitting; differs with --dated",
+    ),
     Variant("trimem without entities", {"use_entities": False}),
     Variant("Mem0, over-fetch whole scope", {**MEM0, "overfetch_factor": 1, "overfetch_minimum": 4096}),
 )
@@ -148,12 +154,17 @@ class QualityRun:
 # --- ingest -----------------------------------------------------------------------------
 
 
-def ingest(engine: Engine, samples: Sequence[locomo.Sample]) -> dict[str, dict[str, str]]:
+def ingest(engine: Engine, samples: Sequence[locomo.Sample], dated: bool = False) -> dict[str, dict[str, str]]:
     """Add every memory through the batch path; map each sample's memory keys to memory ids.
 
     A memory whose normalised text is already stored in its conversation comes back as
     DUPLICATE with the existing memory: its key maps to that memory. Re-ingesting an
     existing database is therefore idempotent and cheap.
+
+    ``dated`` stores the memories one call each, as a client writing during each conversation
+    would: each at its session's date and time plus ``DATED_PACE`` seconds per memory before
+    it in the session (the engine's clock is set for each call), so that sessions lie days
+    apart and keyword context stops at their edges.
     """
     mapping: dict[str, dict[str, str]] = {}
     for sample in samples:
@@ -161,11 +172,32 @@ def ingest(engine: Engine, samples: Sequence[locomo.Sample]) -> dict[str, dict[s
             MemoryInput(memory.text, metadata={"key": memory.key, "session_date": memory.session_date})
             for memory in sample.memories
         ]
-        added = engine.add_many(items, user_id=sample.sample_id)
+        if dated:
+            added = []
+            for item, stamp in zip(items, session_clock(sample.memories)):
+                with mock.patch.object(clock, "now", lambda stamp=stamp: stamp):
+                    added.extend(engine.add_many([item], user_id=sample.sample_id))
+        else:
+            added = engine.add_many(items, user_id=sample.sample_id)
         mapping[sample.sample_id] = {
             memory.key: result.memory.id for memory, result in zip(sample.memories, added)
         }
     return mapping
+
+
+DATED_PACE = 30
+"""Seconds between two memories of one session in a ``--dated`` run."""
+
+
+def session_clock(memories: Sequence[locomo.Memory]) -> list[str]:
+    """When each memory is stored in a ``--dated`` run: its session's date and time ("1:56 pm
+    on 8 May, 2023", read as UTC), plus ``DATED_PACE`` seconds per memory before it in the session."""
+    stamps, seen = [], {}
+    for memory in memories:
+        start = dt.datetime.strptime(memory.session_date, "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.timezone.utc)
+        index = seen[memory.session_date] = seen.get(memory.session_date, -1) + 1
+        stamps.append((start + dt.timedelta(seconds=DATED_PACE * index)).isoformat(timespec="microseconds"))
+    return stamps
 
 
 # --- searching -----------------------------------------------------------------------------
@@ -347,11 +379,12 @@ def run(
     variants: Sequence[Variant] = VARIANTS,
     progress: bool = False,
     failures: bool = True,
+    dated: bool = False,
 ) -> QualityRun:
     """Ingest the samples into ``base``'s database, evaluate every variant, diagnose failures."""
     with Engine(base, embedder=embedder, nlp=nlp) as engine:
         started = time.perf_counter()
-        mapping = ingest(engine, samples)
+        mapping = ingest(engine, samples, dated)
         ingest_seconds = time.perf_counter() - started
         memories = engine.status()["counts"]["memories"]
     if progress:
@@ -433,20 +466,25 @@ def variant_notes(run: QualityRun) -> str:
 SHAPE_TITLES = {"turns": "one memory per dialog turn", "facts": "one memory per observation (facts)"}
 
 
-def markdown(run: QualityRun, shape: str, command: str, environment: str, data: Path) -> str:
+def markdown(run: QualityRun, shape: str, command: str, environment: str, data: Path, dated: bool = False) -> str:
     """The docs section: how it was run, the overall table, per-category tables, failure reasons."""
     seconds = sum(result.seconds for result in run.results)
     searches = len(run.questions) * len(run.results)
-    failures = "quality-failures.jsonl" if shape == "turns" else f"quality-failures-{shape}.jsonl"
-    return f"""## Retrieval quality (LoCoMo, {SHAPE_TITLES[shape]})
+    suffix = ("" if shape == "turns" else f"-{shape}") + ("-dated" if dated else "")
+    failures = f"quality-failures{suffix}.jsonl"
+    stored = (
+        f"Each memory stored by a call of its own at its session's date, {DATED_PACE} s after the one before it "
+        "(sessions lie days apart)." if dated else "Ingest through `Engine.add_many`: each scope in one sitting."
+    )
+    return f"""## Retrieval quality (LoCoMo, {SHAPE_TITLES[shape]}{", dated" if dated else ""})
 
 `{command}`
 
 {environment}
 
 Data: `{data.name}`, {len(run.questions)} questions of categories 1–4 over {run.memories} memories
-in {len({sample.sample_id for sample, _ in run.questions})} scopes (one per conversation). Ingest through
-`Engine.add_many`: {run.ingest_seconds:.0f} s. Every variant is an `Engine` with a different `[search]`
+in {len({sample.sample_id for sample, _ in run.questions})} scopes (one per conversation). {stored}
+Ingest: {run.ingest_seconds:.0f} s. Every variant is an `Engine` with a different `[search]`
 configuration on the same database, sharing one model and one spaCy pipeline; each question is one
 `Engine.search(top_k={TOP_K})` ({searches} searches, {seconds:.0f} s, {1000 * seconds / max(searches, 1):.0f} ms each).
 "pool" is the over-fetch per signal at top_k={TOP_K} (`max(top_k × overfetch_factor, overfetch_minimum)`).
@@ -475,9 +513,11 @@ variant and its semantic similarity, BM25 and entity boost computed over the who
 """
 
 
-def database_path(path: Path, shape: str) -> Path:
-    """The SQLite file of one shape: ``path`` itself for turns, ``<stem>-<shape><suffix>`` beside it."""
-    return path if shape == "turns" else path.with_name(f"{path.stem}-{shape}{path.suffix}")
+def database_path(path: Path, shape: str, dated: bool = False) -> Path:
+    """The SQLite file of one shape: ``path`` itself for turns stored in one sitting, else
+    ``<stem>[-<shape>][-dated]<suffix>`` beside it."""
+    tail = ("" if shape == "turns" else f"-{shape}") + ("-dated" if dated else "")
+    return path.with_name(f"{path.stem}{tail}{path.suffix}")
 
 
 STORAGE = ("sqlite", "postgres")
@@ -515,6 +555,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=0, help="first N memories per sample (0 = all)")
     parser.add_argument("--max-questions", type=int, default=0, help="first N questions per sample (0 = all)")
     parser.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
+    parser.add_argument("--dated", action="store_true",
+                        help="store each memory by a call of its own at its session's date (sessions days apart)")
     parser.add_argument("--backend", choices=STORAGE, default="sqlite", help="where the memories are stored")
     parser.add_argument("--db", type=Path, default=report.RESULTS / "locomo.db",
                         help="benchmark database file (SQLite; facts go to <name>-facts<suffix>)")
@@ -548,12 +590,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             wanted = args.samples.split(",")
             samples = [sample for sample in samples if sample.sample_id in wanted]
         samples = [locomo.head(sample, args.max_turns or None, args.max_questions or None) for sample in samples]
-        path = database_path(args.db, shape)
+        path = database_path(args.db, shape, args.dated)
         with storage(args.backend, path, args.reuse_db, args.database_url) as database:
             print(f"{shape}:", file=sys.stderr, flush=True)
-            result = run(samples, config.using(database), embedder, nlp, variants, progress=True)
+            result = run(samples, config.using(database), embedder, nlp, variants, progress=True, dated=args.dated)
             stored_in = storage_versions(args.backend, database)
-        suffix = "" if shape == "turns" else f"-{shape}"
+        suffix = ("" if shape == "turns" else f"-{shape}") + ("-dated" if args.dated else "")
         report.RESULTS.mkdir(parents=True, exist_ok=True)
         failures_path = report.RESULTS / f"quality-failures{suffix}.jsonl"
         with failures_path.open("w", encoding="utf-8") as handle:
@@ -563,7 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "storage": stored_in, "spaCy pipeline": nlp.tier, "embedding backend": embedder.backend,
             "inference threads": str(args.threads),
         })
-        section = markdown(result, shape, report.command_line(), environment, args.data)
+        section = markdown(result, shape, report.command_line(), environment, args.data, args.dated)
         print(section)
         print(f"failure cases: {failures_path} ({len(result.failures)})", file=sys.stderr)
         if not args.no_doc:
