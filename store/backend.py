@@ -173,11 +173,10 @@ def neighbours(
     stored up to ``reach`` places before and after it, nearest first, and, with
     ``within_seconds`` > 0, no more than that many seconds apart from it."""
 
+    moments = {key: dt.datetime.fromisoformat(stamp) for key, stamp in stored.items()} if within_seconds > 0 else {}
+
     def close(rowid: int, other: int) -> bool:
-        if within_seconds <= 0:
-            return True
-        apart = dt.datetime.fromisoformat(stored[other]) - dt.datetime.fromisoformat(stored[rowid])
-        return abs(apart.total_seconds()) <= within_seconds
+        return within_seconds <= 0 or abs((moments[other] - moments[rowid]).total_seconds()) <= within_seconds
 
     around = [step for distance in range(1, reach + 1) for step in (-distance, distance)]
     return {

@@ -181,10 +181,12 @@ def keyword_context(
         scores[key], source[key] = (share(raw, question_share), "question") if asks else (raw, "own")
     if weight > 0:
         for key, raw in bm25_raw.items():
+            passed: dict[int, float] = {}  # steps away -> the share of this hit's score
             for neighbour, steps in neighbours.get(key, ()):
-                inherited = share(raw, weight / steps)
-                if inherited > scores.get(neighbour, 0.0):
-                    scores[neighbour], source[neighbour] = inherited, "beside"
+                if steps not in passed:
+                    passed[steps] = share(raw, weight / steps)
+                if passed[steps] > scores.get(neighbour, 0.0):
+                    scores[neighbour], source[neighbour] = passed[steps], "beside"
     return KeywordContext(scores, source)
 
 
