@@ -243,10 +243,13 @@ class Signals(NamedTuple):
 
 
 def entity_boosts(
-    question: Asked, scope: Scope, threshold: float = scoring.ENTITY_MATCH_THRESHOLD, summed: bool = False
+    question: Asked, scope: Scope, threshold: float = scoring.ENTITY_MATCH_THRESHOLD, summed: bool = False,
+    names: bool = True,
 ) -> tuple[dict[int, float], bool]:
     """The default's boosts: each query entity through its closest stored entity and the longer
-    names holding it, as one entity weighted by the rarity of all their memories; a memory keeps the largest (or, ``summed``, the sum capped at the boost weight)."""
+    names holding it (without ``names``, the closest alone), as one entity weighted by the
+    rarity of all their memories; a memory keeps the largest (or, ``summed``, the sum capped at
+    the boost weight)."""
     boosts: dict[int, float] = {}
     active = False
     for matches in question.entities:
@@ -255,7 +258,7 @@ def entity_boosts(
             continue
         entity_id, similarity = matches[0]
         similar = {other: (question.entity_names[other], s) for other, s in matches}
-        family = (entity_id, *retrieval.longer_names(similar, question.entity_names[entity_id]))
+        family = (entity_id, *(retrieval.longer_names(similar, question.entity_names[entity_id]) if names else ()))
         links = [rowid for member in family for rowid in scope.links.get(member, ())]
         active = active or bool(links)
         boost = scoring.entity_boost(similarity, len(links), scoring.entity_rarity(len(links), scope.size))
@@ -392,9 +395,11 @@ def entity_context(q: Asked, s: Scope, _: Keywords) -> Signals:
     return base._replace(boosts=boosts)
 
 
-def entity_variant(threshold: float = scoring.ENTITY_MATCH_THRESHOLD, summed: bool = False) -> Rescore:
+def entity_variant(
+    threshold: float = scoring.ENTITY_MATCH_THRESHOLD, summed: bool = False, names: bool = True
+) -> Rescore:
     def signals(q: Asked, s: Scope, _: Keywords) -> Signals:
-        boosts, active = entity_boosts(q, s, threshold, summed)
+        boosts, active = entity_boosts(q, s, threshold, summed, names)
         return default_signals(q, s)._replace(boosts=boosts, entity_active=active)
 
     return signals
@@ -517,6 +522,11 @@ IDEAS = (
         "entity boosts summed",
         "a memory's boosts from several query entities add up (capped at 0.5)",
         entity_variant(summed=True),
+    ),
+    Idea(
+        "closest entity only",
+        "a query entity boosts through its closest stored entity alone, not the longer names holding it",
+        entity_variant(names=False),
     ),
     Idea("speaker named", "a turn whose speaker the query names earns a boost of 0.1", speaker_named),
     Idea("semantic context", "similarity at least the mean of a memory's and its closer neighbour's", semantic_context),

@@ -109,9 +109,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("trimem without entity rarity", {"entity_weighting": "mem0"}),
     Variant("trimem without closest entity match", {"entity_match": "all"}),
     Variant("trimem without longer names", {"entity_match": "best"}),
-    Variant("trimem, context one place away only", {"keyword_context_reach": 1}),
+    Variant("trimem with context one place away only", {"keyword_context_reach": 1}),
     Variant(
-        "trimem, context at any time apart", {"keyword_context_seconds": 0},
+        "trimem with context at any time apart", {"keyword_context_seconds": 0},
         "the same as the default when each scope is stored in one sitting; differs with --dated",
     ),
     Variant("trimem without entities", {"use_entities": False}),

@@ -171,17 +171,20 @@ def keyword_context(
     options = request.options
     weight, question_share = options.keyword_context, options.question_keywords
     rowids = list(bm25_raw)
+    params = scoring.bm25_params(term_count) if options.keyword_context_share == "score" else None
+    # Only hits whose share is more than nothing (not a name found in most of the scope, at
+    # the sigmoid's floor) have neighbours worth looking up: the same scores, fewer rows.
+    sharing = [rowid for rowid, raw in bm25_raw.items() if scoring.context_share(raw, weight, params) > 0]
     adjacent = (
         snapshot.adjacent_memories(
-            rowids, request.scope, request.filters, request.live_on,
+            sharing, request.scope, request.filters, request.live_on,
             options.keyword_context_seconds, options.keyword_context_reach,
         )
-        if weight > 0
+        if weight > 0 and sharing
         else {}
     )
     around = {rowid: [(other, abs(other - rowid)) for other in others] for rowid, others in adjacent.items()}
     questions = snapshot.questions_among(rowids, request.scope) if question_share < 1 else set()
-    params = scoring.bm25_params(term_count) if options.keyword_context_share == "score" else None
     return scoring.keyword_context(bm25_raw, around, weight, params, questions, question_share)
 
 
@@ -208,9 +211,8 @@ def entity_boosts(
     best: dict[int, float] = {}
     matches: dict[int, EntityMatch] = {}
     active = False
-    scope_count = None
-    if request.options.entity_weighting == "rarity" and prepared.entities:
-        scope_count = snapshot.scope_count(request.scope)
+    by_rarity = request.options.entity_weighting == "rarity"
+    scope_count: list[int] = []  # read once, when the first entity with links is weighed by rarity
     filters, on = request.filters, request.live_on
     # (boost, entity id, match, its own links) of every matched entity that has links
     weighed: list[tuple[float, int, EntityMatch, int]] = []
@@ -248,7 +250,9 @@ def entity_boosts(
         for entity_id, (text, _) in similar.items():
             head = names.get(entity_id, entity_id)
             similarity, count = similar[head][1], counted[head]
-            rarity = 1.0 if scope_count is None else scoring.entity_rarity(count, scope_count)
+            if by_rarity and count and not scope_count:
+                scope_count.append(snapshot.scope_count(request.scope))
+            rarity = scoring.entity_rarity(count, scope_count[0]) if by_rarity and count else 1.0
             match_of[entity_id] = (
                 scoring.entity_boost(similarity, count, rarity),
                 EntityMatch(query_entity, text, similarity, count),
@@ -294,20 +298,23 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
     """Signals (expired and filtered-out memories already excluded), the gate and fusion, then
     the ranked memories with their scores, all read from one ``snapshot``."""
     signals = gather_signals(snapshot, prepared, request)
-    rows = snapshot.memories_by_rowid(list(signals.distances), request.scope)
-    dropped: list[DroppedCandidate] = []
     semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in signals.distances.items()}
     params = scoring.bm25_params(len(prepared.terms))
     fusion = scoring.fuse(
         semantic, signals.bm25_raw, params, signals.boosts, request.threshold, request.top_k,
         entity_active=signals.entity_active,
     )
-    dropped.extend(
-        DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "below_threshold")
-        for rowid, similarity in fusion.below_threshold
-    )
-    if explain and (request.filters is not None or request.live_on is not None):
-        dropped.extend(left_out(snapshot, prepared, request, signals))
+    # Rows are read for what is returned: the ranked memories, and for explain the dropped ones.
+    shown = [rowid for rowid, _ in fusion.ranked] + ([rowid for rowid, _ in fusion.below_threshold] if explain else [])
+    rows = snapshot.memories_by_rowid(shown, request.scope)
+    dropped: list[DroppedCandidate] = []
+    if explain:
+        dropped = [
+            DroppedCandidate(rows[rowid].id, rows[rowid].text, similarity, "below_threshold")
+            for rowid, similarity in fusion.below_threshold
+        ]
+        if request.filters is not None or request.live_on is not None:
+            dropped.extend(left_out(snapshot, prepared, request, signals))
     hits = [
         SearchHit(
             memory=to_memory(rows[rowid]),
@@ -331,7 +338,7 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
         threshold=request.threshold,
         filters_applied=request.filters is not None,
     )
-    return Explanation(hits=hits, analysis=analysis, dropped=dropped if explain else [])
+    return Explanation(hits=hits, analysis=analysis, dropped=dropped)
 
 
 def left_out(

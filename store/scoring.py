@@ -126,6 +126,12 @@ def score_share(bm25_raw: float, weight: float, params: SigmoidParams) -> float:
     return min(bm25_raw_for(weight * normalize_bm25(bm25_raw, params), params), bm25_raw)
 
 
+def context_share(raw: float, part: float, params: SigmoidParams | None) -> float:
+    """``part`` of a keyword score as a raw BM25: of the raw value itself without ``params``,
+    else of what it adds to the fused score (``score_share``). 0 is no share at all."""
+    return part * raw if params is None else score_share(raw, part, params)
+
+
 KeywordSource = Literal["own", "question", "beside"]
 KEYWORD_SOURCES: dict[KeywordSource, str] = {
     "own": "the memory's own words",
@@ -172,7 +178,7 @@ def keyword_context(
     """
 
     def share(raw: float, part: float) -> float:
-        return part * raw if params is None else score_share(raw, part, params)
+        return context_share(raw, part, params)
 
     scores: dict[Key, float] = {}
     source: dict[Key, KeywordSource] = {}
