@@ -8,6 +8,7 @@ retrieval module gathers the signals and hands this module plain numbers.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -259,32 +260,29 @@ def fuse(
     bm25 = {key: normalize_bm25(raw, params) for key, raw in bm25_raw.items() if raw > 0}
     has_entity = bool(boosts) if entity_active is None else entity_active
     denominator = max_possible_score(bool(bm25), has_entity)
-    ranked: list[tuple[Key, ScoreBreakdown]] = []
+    scored: list[tuple[float, Key]] = []
     below: list[tuple[Key, float]] = []
     for key, semantic_score in semantic.items():
         if not passes_gate(semantic_score, threshold):
             below.append((key, semantic_score))
             continue
-        bm25_score = bm25.get(key, 0.0)
-        boost = boosts.get(key, 0.0)
-        raw = semantic_score + bm25_score + boost
-        ranked.append(
-            (
-                key,
-                ScoreBreakdown(
-                    semantic_score=semantic_score,
-                    bm25_score=bm25_score,
-                    bm25_raw=bm25_raw.get(key, 0.0) if bm25_score else 0.0,
-                    entity_boost=boost,
-                    raw_score=raw,
-                    max_possible_score=denominator,
-                    final_score=min(raw / denominator, 1.0),
-                    threshold=threshold,
-                ),
-            )
+        scored.append((min((semantic_score + bm25.get(key, 0.0) + boosts.get(key, 0.0)) / denominator, 1.0), key))
+    # nlargest is sorted(..., reverse=True)[:top_k], stable: ties keep the order of ``semantic``.
+    ranked = []
+    for final, key in heapq.nlargest(top_k, scored, key=lambda item: item[0]):
+        bm25_score, boost = bm25.get(key, 0.0), boosts.get(key, 0.0)
+        breakdown = ScoreBreakdown(
+            semantic_score=semantic[key],
+            bm25_score=bm25_score,
+            bm25_raw=bm25_raw.get(key, 0.0) if bm25_score else 0.0,
+            entity_boost=boost,
+            raw_score=semantic[key] + bm25_score + boost,
+            max_possible_score=denominator,
+            final_score=final,
+            threshold=threshold,
         )
-    ranked.sort(key=lambda item: item[1].final_score, reverse=True)
-    return Fusion(ranked=ranked[:top_k], below_threshold=below, has_bm25=bool(bm25), has_entity=has_entity)
+        ranked.append((key, breakdown))
+    return Fusion(ranked=ranked, below_threshold=below, has_bm25=bool(bm25), has_entity=has_entity)
 
 
 
