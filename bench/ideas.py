@@ -481,8 +481,8 @@ def terms_embedding(q: Asked, s: Scope, _: Keywords) -> Signals:
 IDEAS = (
     Idea("default", "the shipped ranking, rescored", lambda q, s, _: default_signals(q, s)),
     Idea("keyword context 0.75", "a neighbour earns 0.75 of a hit's score, not half", context_weight(0.75)),
-    Idea("keyword context one away", "only the memories just before and after earn a share (reach 1)", context_reach(1)),
-    Idea("keyword context three away", "memories three away earn a sixth", context_reach(3)),
+    Idea("keyword context two away", "memories two away earn a quarter", context_reach(2)),
+    Idea("keyword context three away", "memories two away earn a quarter, three away a sixth", context_reach(3)),
     Idea(
         "names out of the keyword query",
         "terms in more than half the scope (the speakers) dropped",

@@ -55,9 +55,8 @@ MEM0 = {"ranking": "mem0"}
 """Mem0's exact behaviour; variants measured against it build on this."""
 MEM0_SIGNALS = {key: value for key, value in MEM0_RANKING.items() if key != "candidate_pool"}
 """trimem's departures from Mem0 other than the union pool, turned off."""
-EARLIER = {"entity_match": "best", "keyword_context_reach": 1}
-"""The default before longer names and context two places away: a query entity reaches its
-closest stored entity only, and only the memories just before and after a hit share its score."""
+EARLIER = {"entity_match": "best"}
+"""The default before longer names: a query entity reaches its closest stored entity only."""
 WHOLE_QUESTIONS = {"question_keywords": 1.0, **EARLIER}
 """Questions keep their whole keyword score, as before ``question_keywords``."""
 RAW_CONTEXT = {"keyword_context_share": "raw", **WHOLE_QUESTIONS}
@@ -101,15 +100,16 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant("+ question share", EARLIER, "a memory ending with '?' keeps half its keyword score"),
     Variant(
-        "+ longer names", {"keyword_context_reach": 1}, "a query entity also reaches the longer names holding its words"
+        DEFAULT, {}, "configs/default.toml: the rows above + a query entity also reaches the longer names holding it"
     ),
-    Variant(DEFAULT, {}, "configs/default.toml: the rows above + memories two places from a hit earn a quarter"),
     Variant("trimem without union pool", {"candidate_pool": "semantic"}),
     Variant("trimem without keyword context", {"keyword_context": 0.0}),
     Variant("trimem without entity rarity", {"entity_weighting": "mem0"}),
     Variant("trimem without closest entity match", {"entity_match": "all"}),
-    Variant("trimem without longer names", {"entity_match": "best"}),
-    Variant("trimem with context one place away only", {"keyword_context_reach": 1}),
+    Variant(
+        "trimem with context two places away", {"keyword_context_reach": 2},
+        "memories two places from a hit earn a quarter of its score (over the cost budget)",
+    ),
     Variant(
         "trimem with context at any time apart", {"keyword_context_seconds": 0},
         "the same as the default when each scope is stored in one sitting; differs with --dated",

@@ -404,19 +404,24 @@ def test_keyword_context_joins_only_memories_stored_together(engine: Engine, mon
 
 
 def test_a_memory_two_places_from_a_hit_earns_a_quarter_of_its_score(engine: Engine) -> None:
+    """With ``keyword_context_reach = 2`` a memory two places from a hit earns a quarter of its
+    score, three places nothing; the default (1) passes shares to the memories just beside."""
     engine.add_many([MemoryInput(text) for text in (*FACTS_BY_DAY, *OTHER_MEMORIES)], user_id="sam")
-    scores = {
-        hit.memory.text: hit.details.bm25_score
-        for hit in engine.explain("When is the Orion launch deadline?", user_id="sam", top_k=50, threshold=0.0).hits
-    }
-    hit = scores[FACTS_BY_DAY[0]]
+    query = "When is the Orion launch deadline?"
+
+    def keyword_scores(reach: int) -> dict[str, float]:
+        config = engine.config.replace("search", keyword_context_reach=reach)
+        with Engine(config, embedder=engine.embedder, nlp=engine.nlp) as reaching:
+            hits = reaching.explain(query, user_id="sam", top_k=50, threshold=0.0).hits
+        return {hit.memory.text: hit.details.bm25_score for hit in hits}
+
+    two, one = keyword_scores(2), keyword_scores(1)
+    hit = two[FACTS_BY_DAY[0]]
     assert hit > 0.5  # a quarter of it is still above the sigmoid's floor
-    assert scores[FACTS_BY_DAY[1]] == pytest.approx(hit / 2) and scores[FACTS_BY_DAY[2]] == pytest.approx(hit / 4)
-    assert scores[FACTS_BY_DAY[3]] == 0
-    one_place = engine.config.replace("search", keyword_context_reach=1)
-    with Engine(one_place, embedder=engine.embedder, nlp=engine.nlp) as nearest:
-        hits = nearest.explain("When is the Orion launch deadline?", user_id="sam", top_k=50, threshold=0.0).hits
-    assert {hit.memory.text: hit.details.bm25_score for hit in hits}[FACTS_BY_DAY[2]] == 0
+    assert two[FACTS_BY_DAY[1]] == pytest.approx(hit / 2) and two[FACTS_BY_DAY[2]] == pytest.approx(hit / 4)
+    assert two[FACTS_BY_DAY[3]] == 0
+    assert one[FACTS_BY_DAY[1]] == pytest.approx(hit / 2) and one[FACTS_BY_DAY[2]] == 0
+    assert engine.config.search.keyword_context_reach == 1
 
 
 def test_per_call_signal_switches_match_the_configured_ones(garden: Engine) -> None:
