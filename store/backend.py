@@ -180,7 +180,9 @@ def neighbours(
 
     around = [step for distance in range(1, reach + 1) for step in (-distance, distance)]
     return {
-        rowid: [rowid + step for step in around if rowid in stored and rowid + step in stored and close(rowid, rowid + step)]
+        rowid: [
+            rowid + step for step in around if rowid in stored and rowid + step in stored and close(rowid, rowid + step)
+        ]
         for rowid in rowids
     }
 

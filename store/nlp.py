@@ -361,7 +361,8 @@ class NLP:
                 for i, lemma_doc in zip(need, extra):
                     lemma_docs[i] = lemma_doc
         return [
-            self._analysis(head, doc, lemma_doc, tail) for head, doc, lemma_doc, (_, tail) in zip(texts, docs, lemma_docs, split)
+            self._analysis(head, doc, lemma_doc, tail)
+            for head, doc, lemma_doc, (_, tail) in zip(texts, docs, lemma_docs, split)
         ]
 
     # ---- both paths ----------------------------------------------------------
@@ -370,7 +371,8 @@ class NLP:
         terms = lemma_terms(lemma_doc, self._stop_words, capitalised_words(text), self._vocabulary)
         if tail:
             terms.extend(plain_terms(tail, self._stop_words))
-        return Analysis(lemmatized=" ".join(terms), entities=entity_rules.extract(doc, self._vocabulary) if doc is not None else ())
+        entities = entity_rules.extract(doc, self._vocabulary) if doc is not None else ()
+        return Analysis(lemmatized=" ".join(terms), entities=entities)
 
     def _plain_analysis(self, text: str) -> Analysis:
         return Analysis(lemmatized=" ".join(plain_terms(text, self._stop_words)), entities=())

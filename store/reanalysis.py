@@ -49,7 +49,7 @@ def reanalyse(backend: Backend, nlp: NLP, names: NameVectors, progress: Progress
         entities = list(dict.fromkeys(e.normalized for a in analyses for e in a.entities))
         vectors = dict(zip(entities, names.embed(entities)))
         with backend.transaction() as txn:
-            current = {rowid: row for rowid, row in txn.memories_by_rowid([r for r, _, _ in batch], EVERY_SCOPE).items()}
+            current = txn.memories_by_rowid([rowid for rowid, _, _ in batch], EVERY_SCOPE)
             for (rowid, scope, text), analysis in zip(batch, analyses):
                 row = current.get(rowid)
                 if row is None or row.text != text:
