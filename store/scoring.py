@@ -137,10 +137,7 @@ KeywordSource = Literal["own", "question", "beside"]
 KEYWORD_SOURCES: dict[KeywordSource, str] = {
     "own": "the memory's own words",
     "question": "its own words, at the share a memory ending with '?' keeps",
-    "beside": (
-        "a share of the keyword score of a memory stored just before or after it (or further, by"
-        " keyword_context_reach) in the same scope"
-    ),
+    "beside": "a share of the keyword score of the memory stored just before or after it in the same scope",
 }
 """Where a memory's keyword score comes from, as explanations say it."""
 
