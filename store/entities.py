@@ -181,8 +181,6 @@ def _is_identifier(candidate: str) -> bool:
     return True
 
 
-
-
 def _clean_entity_text(text: str) -> str:
     text = text.strip(_STRIP_CHARS)
     # A speaker label or "Note:" prefix ends the name: "Maria: Yep" is Maria.

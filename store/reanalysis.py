@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from .backend import Backend, Progress
+from .backend import Backend
 from .embeddings import NameVectors
 from .linking import link_entities
 from .nlp import NLP
@@ -37,7 +37,7 @@ def outdated(backend: Backend) -> bool:
         return view.analysis_version() < ANALYSIS_VERSION
 
 
-def reanalyse(backend: Backend, nlp: NLP, names: NameVectors, progress: Progress | None = None) -> int:
+def reanalyse(backend: Backend, nlp: NLP, names: NameVectors) -> int:
     """Rewrite every memory's terms and entity links by the current rules; how many memories."""
     with backend.snapshot() as view:
         rows = [(row.rowid, row.scope, row.text) for row in view.export_memories(EVERY_SCOPE, None)]
@@ -58,8 +58,6 @@ def reanalyse(backend: Backend, nlp: NLP, names: NameVectors, progress: Progress
                 txn.unlink_entities(rowid, scope)
                 link_entities(txn, rowid, scope, analysis.entities, vectors)
             txn.delete_orphan_entities()
-        if progress is not None:
-            progress(min(start + BATCH, len(rows)), len(rows))
     with backend.transaction() as txn:
         txn.set_analysis_version(ANALYSIS_VERSION)
     return len(rows)

@@ -16,6 +16,7 @@ the query analysis records which signals ran.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -183,9 +184,14 @@ def keyword_context(
         if weight > 0 and sharing
         else {}
     )
-    around = {rowid: [(other, abs(other - rowid)) for other in others] for rowid, others in adjacent.items()}
     questions = snapshot.questions_among(rowids, request.scope) if question_share < 1 else set()
-    return scoring.keyword_context(bm25_raw, around, weight, params, questions, question_share)
+    return scoring.keyword_context(bm25_raw, places_away(adjacent), weight, params, questions, question_share)
+
+
+def places_away(adjacent: Mapping[int, Sequence[int]]) -> dict[int, list[tuple[int, int]]]:
+    """Each memory's neighbours (``Snapshot.adjacent_memories``) with how many places away each
+    is, as ``scoring.keyword_context`` takes them."""
+    return {rowid: [(other, abs(other - rowid)) for other in others] for rowid, others in adjacent.items()}
 
 
 def entity_boosts(
@@ -212,7 +218,7 @@ def entity_boosts(
     matches: dict[int, EntityMatch] = {}
     active = False
     by_rarity = request.options.entity_weighting == "rarity"
-    scope_count: list[int] = []  # read once, when the first entity with links is weighed by rarity
+    scope_count: int | None = None  # read once, when the first entity with links is weighed by rarity
     filters, on = request.filters, request.live_on
     # (boost, entity id, match, its own links) of every matched entity that has links
     weighed: list[tuple[float, int, EntityMatch, int]] = []
@@ -250,9 +256,10 @@ def entity_boosts(
         for entity_id, (text, _) in similar.items():
             head = names.get(entity_id, entity_id)
             similarity, count = similar[head][1], counted[head]
-            if by_rarity and count and not scope_count:
-                scope_count.append(snapshot.scope_count(request.scope))
-            rarity = scoring.entity_rarity(count, scope_count[0]) if by_rarity and count else 1.0
+            rarity = 1.0
+            if by_rarity and count:
+                scope_count = snapshot.scope_count(request.scope) if scope_count is None else scope_count
+                rarity = scoring.entity_rarity(count, scope_count)
             match_of[entity_id] = (
                 scoring.entity_boost(similarity, count, rarity),
                 EntityMatch(query_entity, text, similarity, count),

@@ -178,20 +178,17 @@ def keyword_context(
     scores stay ≥ 0, and no score but a question's drops.
     """
 
-    def share(raw: float, part: float) -> float:
-        return context_share(raw, part, params)
-
     scores: dict[Key, float] = {}
     source: dict[Key, KeywordSource] = {}
     for key, raw in bm25_raw.items():
         asks = question_share < 1 and key in questions
-        scores[key], source[key] = (share(raw, question_share), "question") if asks else (raw, "own")
+        scores[key], source[key] = (context_share(raw, question_share, params), "question") if asks else (raw, "own")
     if weight > 0:
         for key, raw in bm25_raw.items():
             passed: dict[int, float] = {}  # steps away -> the share of this hit's score
             for neighbour, steps in neighbours.get(key, ()):
                 if steps not in passed:
-                    passed[steps] = share(raw, weight / steps)
+                    passed[steps] = context_share(raw, weight / steps, params)
                 if passed[steps] > scores.get(neighbour, 0.0):
                     scores[neighbour], source[neighbour] = passed[steps], "beside"
     return KeywordContext(scores, source)

@@ -118,8 +118,8 @@ class SignalReads(Statements):
         self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
         within_seconds: float = 0, reach: int = 1,
     ) -> dict[int, list[int]]:
-        """The memories stored just before and after each, by insertion sequence. A key taken by
-        another scope, or deleted, is no neighbour."""
+        """The memories stored around each, by insertion sequence. A key taken by another scope,
+        or deleted, is no neighbour."""
         if not rowids:
             return {}
         around = keys_around(rowids, reach)

@@ -155,7 +155,6 @@ class MemoryReads(Statements):
                                      params):
             yield memory_row(row)
 
-
     def analysis_version(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchone()
         return int(row[0]) if row else 1
