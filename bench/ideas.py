@@ -39,7 +39,7 @@ import apsw  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench import locomo, metrics, quality, report, sqlite_file  # noqa: E402
-from store import Engine, load_config, retrieval, scoring  # noqa: E402
+from store import Engine, backend, load_config, retrieval, scoring  # noqa: E402
 from store.backend import Snapshot  # noqa: E402
 from store.embeddings import open_embedder  # noqa: E402
 from store.nlp import NLP  # noqa: E402
@@ -83,12 +83,9 @@ class Scope:
 
     def neighbours(self, rowids: Sequence[int], reach: int = 1) -> dict[int, list[tuple[int, int]]]:
         """The memories up to ``reach`` places before and after each rowid in the scope, with how
-        many places away each is, as ``Snapshot.adjacent_memories`` (the benchmark stores
-        each scope in one sitting: no neighbour is too far apart in time)."""
-        return {
-            rowid: [(rowid + d, abs(d)) for n in range(1, reach + 1) for d in (-n, n) if rowid + d in self.texts]
-            for rowid in rowids
-        }
+        many places away each is: ``Snapshot.adjacent_memories``' rule over the scope's keys,
+        with no limit in time (the benchmark stores each scope in one sitting)."""
+        return retrieval.places_away(backend.neighbours(rowids, self.texts, 0, reach))
 
 
 @dataclass(frozen=True)
@@ -676,7 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     section = markdown(outcomes, asked, args.shape, report.command_line(), environment)
     print(section)
     if not args.no_doc and not args.ideas:
-        report.write_section("ideas" if args.shape == "turns" else f"ideas-{args.shape}", section)
+        report.write_section(f"ideas{quality.run_tag(args.shape)}", section)
     return 0
 
 

@@ -470,8 +470,7 @@ def markdown(run: QualityRun, shape: str, command: str, environment: str, data: 
     """The docs section: how it was run, the overall table, per-category tables, failure reasons."""
     seconds = sum(result.seconds for result in run.results)
     searches = len(run.questions) * len(run.results)
-    suffix = ("" if shape == "turns" else f"-{shape}") + ("-dated" if dated else "")
-    failures = f"quality-failures{suffix}.jsonl"
+    failures = f"quality-failures{run_tag(shape, dated)}.jsonl"
     stored = (
         f"Each memory stored by a call of its own at its session's date, {DATED_PACE} s after the one before it "
         "(sessions lie days apart)." if dated else "Ingest through `Engine.add_many`: each scope in one sitting."
@@ -513,11 +512,16 @@ variant and its semantic similarity, BM25 and entity boost computed over the who
 """
 
 
+def run_tag(shape: str, dated: bool = False) -> str:
+    """What tells a run's database, failure file and docs section apart: nothing for turns
+    stored in one sitting, else ``-<shape>`` and/or ``-dated``."""
+    return ("" if shape == "turns" else f"-{shape}") + ("-dated" if dated else "")
+
+
 def database_path(path: Path, shape: str, dated: bool = False) -> Path:
-    """The SQLite file of one shape: ``path`` itself for turns stored in one sitting, else
-    ``<stem>[-<shape>][-dated]<suffix>`` beside it."""
-    tail = ("" if shape == "turns" else f"-{shape}") + ("-dated" if dated else "")
-    return path.with_name(f"{path.stem}{tail}{path.suffix}")
+    """The SQLite file of one run: ``path`` itself for turns stored in one sitting, else
+    ``<stem><run_tag><suffix>`` beside it."""
+    return path.with_name(f"{path.stem}{run_tag(shape, dated)}{path.suffix}")
 
 
 STORAGE = ("sqlite", "postgres")
@@ -595,7 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{shape}:", file=sys.stderr, flush=True)
             result = run(samples, config.using(database), embedder, nlp, variants, progress=True, dated=args.dated)
             stored_in = storage_versions(args.backend, database)
-        suffix = ("" if shape == "turns" else f"-{shape}") + ("-dated" if args.dated else "")
+        suffix = run_tag(shape, args.dated)
         report.RESULTS.mkdir(parents=True, exist_ok=True)
         failures_path = report.RESULTS / f"quality-failures{suffix}.jsonl"
         with failures_path.open("w", encoding="utf-8") as handle:
