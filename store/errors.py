@@ -41,6 +41,14 @@ class ModelUnavailable(TrimemError):
     """The embedding model or NLP pipeline could not be loaded from local files."""
 
 
+class DatabaseUnavailable(TrimemError):
+    """The database server cannot be reached or refused this process: often passing (it is
+    starting, restarting or overloaded), so a server retries and a caller may too."""
+
+    retry_after_seconds = 5
+    """What a caller is told to wait before trying again (HTTP ``Retry-After``)."""
+
+
 class DiskFull(TrimemError):
     """The disk holding a file trimem writes has no space left; nothing was written."""
 

@@ -17,7 +17,7 @@ from psycopg import IsolationLevel
 
 from ..backend import Capability
 from ..config import database_location
-from ..errors import TrimemError
+from ..errors import DatabaseUnavailable, TrimemError
 from ..nlp import NLP
 from ..records import Violation
 from . import connection, maintenance, schema
@@ -41,7 +41,7 @@ class PostgresBackend:
         self._pool = connection.open_pool(url, self.location, pool_size)
 
     def refuse_write(self) -> TrimemError:
-        return connection.DatabaseUnavailable(
+        return DatabaseUnavailable(
             f"{self.location} can only be read by this role (or is a standby server); writes need a role with "
             f"INSERT, UPDATE and DELETE on the trimem tables, named in {connection.SETTING}"
         )

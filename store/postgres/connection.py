@@ -15,16 +15,12 @@ from pgvector.psycopg import register_vector
 from psycopg import errors as pg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import DiskFull, InvalidArgument, TrimemError
+from ..errors import DatabaseUnavailable, DiskFull, InvalidArgument, TrimemError
 
 SETTING = "store.database_url (TRIMEM_DATABASE_URL)"
 CONNECT_TIMEOUT_S = 5
 POOL_WAIT_S = 30
 """How long a call waits for a free connection of the pool before it is refused."""
-
-
-class DatabaseUnavailable(TrimemError):
-    """The PostgreSQL server cannot be reached or refused this process."""
 
 
 class WriteConflict(TrimemError):
