@@ -286,7 +286,12 @@ class Snapshot(Protocol):
 
 
 class Transaction(Snapshot, Protocol):
-    """A snapshot that can also write; everything it writes is committed together or not at all."""
+    """A snapshot that can also write; everything it writes is committed together or not at all.
+
+    The memories it reads by id or key (``get_memory``, ``memories_by_rowid``) are what it
+    decides its writes from (an update merges into the stored metadata), so no other write
+    changes them until it commits: SQLite admits one writer at a time, PostgreSQL locks the
+    rows read. Two concurrent updates of one memory therefore both count."""
 
     def insert_memory(self, memory: NewMemory) -> int:
         """Store a memory, its vector and keyword row; return its key."""

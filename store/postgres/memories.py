@@ -37,9 +37,14 @@ def _json(value: dict[str, Any] | None) -> Jsonb | None:
 class MemoryReads(Statements):
     """Memory rows, history and counts as a snapshot reads them."""
 
+    ROW_LOCK = ""
+    """What the reads of whole rows by id or key add: nothing in a snapshot; in a write, a lock
+    on the rows read (``PostgresTransaction``), since a write decides from them."""
+
     def get_memory(self, memory_id: str, scope: Scope) -> MemoryRow | None:
         where, params = scope_sql(scope)
-        row = self.row(f"SELECT {memory_columns()} FROM memories WHERE id = %s AND {where}", (memory_id, *params))
+        row = self.row(f"SELECT {memory_columns()} FROM memories WHERE id = %s AND {where}{self.ROW_LOCK}",
+                       (memory_id, *params))
         return memory_row(row) if row else None
 
     def find_by_hash(self, scope: Scope, text_hash: str) -> MemoryRow | None:
@@ -65,8 +70,8 @@ class MemoryReads(Statements):
         if not rowids:
             return {}
         user, params = user_sql(scope)
-        rows = self.rows(f"SELECT {memory_columns()} FROM memories WHERE {user} AND rowid = ANY(%s)",
-                         (*params, list(rowids)))
+        rows = self.rows(f"SELECT {memory_columns()} FROM memories WHERE {user} AND rowid = ANY(%s) "
+                         f"ORDER BY rowid{self.ROW_LOCK}", (*params, list(rowids)))
         return {row[0]: memory_row(row) for row in rows}
 
     def list_memories(

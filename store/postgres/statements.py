@@ -23,7 +23,15 @@ class PostgresTransaction(PostgresSnapshot, MemoryWrites, EntityWrites, TokenWri
     lock on what they look up first: a second writer of the same text in the same scope (or
     of the same memory id) waits for the first to commit, then sees its memory. So
     deduplication and ids hold across processes, as the single SQLite writer makes them hold.
+
+    A write that changes stored rows reads them first (an update merges metadata into the
+    stored object, a delete records what it removes): those reads lock the rows they return
+    (``FOR UPDATE``, in key order), so a second writer of the same memory waits for the first
+    to commit and then reads what it wrote. Read committed alone would let both read the same
+    old row and the second overwrite the first's change.
     """
+
+    ROW_LOCK = " FOR UPDATE"
 
     def __init__(self, conn: psycopg.Connection) -> None:
         super().__init__(conn)
