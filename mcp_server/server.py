@@ -15,6 +15,7 @@ and no scoring here.
 import functools
 import inspect
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -29,7 +30,7 @@ from mcp_types import CallToolResult, Tool, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from store.config import Config
-from store.errors import TrimemError
+from store.errors import DatabaseUnavailable, TrimemError
 from store.records import SentRole
 from store.validation import DATE_PATTERN, NO_EXPIRATION
 from store.versions import trimem_version
@@ -72,7 +73,13 @@ class State:
     ``initialize`` is answered while a thread opens the database and loads the models, so
     the handshake costs no more than a bare server's; a tool call waits only for what is
     still loading. A failure to open the database is that call's error, not a dead server.
+    A database that cannot be reached yet (a PostgreSQL server still starting, or restarting,
+    when trimem starts beside it) is tried again with backoff, from ``RETRY_FIRST_SECONDS`` up
+    to ``RETRY_MOST_SECONDS`` apart, until it answers; meanwhile every call is told so at once.
     """
+
+    RETRY_FIRST_SECONDS = 0.5
+    RETRY_MOST_SECONDS = 15.0
 
     def __init__(self, config: Config, open_engine: "Callable[[Config], Engine] | None") -> None:
         self._config = config
@@ -80,45 +87,80 @@ class State:
         self._engine: "Engine | None" = None
         self._error: TrimemError | None = None
         self._opened = threading.Event()
+        """Set once the first attempt to open the database has ended, either way."""
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
         threading.Thread(target=self._start, name="trimem-start", daemon=True).start()
 
     def _start(self) -> None:
-        try:
-            if self._open_engine is None:
-                from store.engine import Engine  # numpy and apsw load here, after the handshake began
-
-                self._open_engine = Engine
-            self._engine = self._open_engine(self._config)
-        except TrimemError as exc:
-            log.error("%s", exc)
-            self._error = exc
-            return
-        except Exception as exc:  # what no check foresaw: the log keeps the traceback, the caller a reason
-            log.exception("opening %s failed", self._config.location)
-            self._error = TrimemError(f"the database {self._config.location} could not be opened ({exc})")
-            return
-        finally:
-            self._opened.set()
-        engine = self._engine
+        delay = self.RETRY_FIRST_SECONDS
+        while (engine := self._open(delay)) is None:
+            if self._error is not None and not isinstance(self._error, DatabaseUnavailable):
+                return
+            if self._closing.wait(delay):
+                return
+            delay = min(delay * 2, self.RETRY_MOST_SECONDS)
         log.info(
             "trimem serving %s for user_id=%r; models: %s on %s, spaCy %s", engine.location,
             self._config.server.user_id, engine.embedder.name, engine.embedder.backend,
             self._config.store.spacy_pipeline or "(the best installed)",
         )
-        warm_up(self._engine)
+        warm_up(engine)
+
+    def _open(self, retry_in: float) -> "Engine | None":
+        """One attempt to open the engine: it, or ``None`` with ``_error`` saying why."""
+        try:
+            if self._open_engine is None:
+                from store.engine import Engine  # numpy and apsw load here, after the handshake began
+
+                self._open_engine = Engine
+            engine = self._open_engine(self._config)
+        except DatabaseUnavailable as exc:
+            log.warning("%s; trying again in %g s", exc, retry_in)
+            return self._failed(unreachable(exc, retry_in))
+        except TrimemError as exc:
+            log.error("%s", exc)
+            return self._failed(exc)
+        except Exception as exc:  # what no check foresaw: the log keeps the traceback, the caller a reason
+            log.exception("opening %s failed", self._config.location)
+            return self._failed(TrimemError(f"the database {self._config.location} could not be opened ({exc})"))
+        with self._lock:
+            if self._closing.is_set():  # the server stopped while this attempt ran
+                engine.close()
+                return None
+            if self._error is not None:
+                log.info("%s answers now; serving", engine.location)
+            self._engine, self._error = engine, None
+        self._opened.set()
+        return engine
+
+    def _failed(self, error: TrimemError) -> None:
+        self._error = error
+        self._opened.set()
 
     def engine(self) -> "Engine":
         """The open engine, waiting for it if start-up is still opening the database."""
         self._opened.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._engine is not None
-        return self._engine
+        engine, error = self._engine, self._error
+        if engine is None:
+            raise error or TrimemError("the server is stopping")
+        return engine
 
     def close(self) -> None:
         self._opened.wait()
-        if self._engine is not None:
-            self._engine.close()
+        with self._lock:
+            self._closing.set()
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+
+
+def unreachable(exc: DatabaseUnavailable, retry_in: float) -> DatabaseUnavailable:
+    """What a call is told while the database cannot be opened: the reason, and that this
+    server keeps trying (``Retry-After`` is the wait before its next attempt)."""
+    error = DatabaseUnavailable(f"{exc}. This server keeps trying to open it and serves as soon as it answers")
+    error.retry_after_seconds = max(1, math.ceil(retry_in))
+    return error
 
 
 def warm_up(engine: "Engine") -> None:

