@@ -29,6 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, Tool, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from store import cancellation
 from store.config import Config
 from store.errors import DatabaseUnavailable, TrimemError
 from store.records import SentRole
@@ -216,8 +217,8 @@ def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool) ->
     (logging them as crashes), and ``TrimemError`` messages are written for the model:
     they say what was wrong and what to send instead. Other exceptions stay crashes: the
     SDK logs the traceback, answers ``is_error``, and the server keeps serving. A call past
-    the time limit is answered at once; its thread is left to finish (a write it makes is
-    still whole, as every write is one transaction).
+    the time limit is answered at once; its thread stops at the engine's next checkpoint, before
+    the write's transaction (``stoppable``), and a write already in its transaction is still whole.
     """
     timeout = config.service.tool_timeout_seconds
 
@@ -230,7 +231,9 @@ def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool) ->
             arguments = token_scope(arguments, must_name=must_name)
             scope = default_scope(config, *(arguments.get(key) for key in SCOPE_ARGUMENTS))
             with anyio.fail_after(timeout):
-                output = await anyio.to_thread.run_sync(functools.partial(fn, **arguments), abandon_on_cancel=True)
+                output = await anyio.to_thread.run_sync(
+                    functools.partial(stoppable, fn, arguments, anyio.get_cancelled_exc_class()), abandon_on_cancel=True
+                )
             status, count = "ok", result_count(output)
             return output
         except TimeoutError:
@@ -251,6 +254,18 @@ def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool) ->
                        texts)
 
     return call
+
+
+def stoppable(fn: Callable[..., Any], arguments: dict[str, Any], cancelled: type[BaseException]) -> Any:
+    """``fn(**arguments)`` on a worker thread, stopped at the engine's checkpoints once its caller
+    no longer waits (``store.cancellation``): past the time limit, or cancelled by the client.
+    ``cancelled`` is the event loop's cancellation exception, which the check raises."""
+    try:
+        with cancellation.stopping_when(anyio.from_thread.check_cancelled):
+            return fn(**arguments)
+    except cancelled:
+        log.info("%s stopped: its caller no longer waits, and nothing of it was written", fn.__name__)
+        raise
 
 
 def engine_of(ctx: Context) -> "Engine":

@@ -84,6 +84,7 @@ class LimitsConfig:
     max_text_chars: int
     max_top_k: int
     max_metadata_bytes: int
+    max_messages: int
 
 
 @dataclass(frozen=True)
@@ -350,6 +351,7 @@ def _check(config: Config) -> None:
         )
     for section, name in (
         ("limits", "max_text_chars"), ("limits", "max_top_k"), ("limits", "max_metadata_bytes"),
+        ("limits", "max_messages"),
         ("search", "overfetch_factor"), ("search", "overfetch_minimum"),
         ("server", "max_result_chars"), ("store", "inference_threads"), ("store", "database_pool_size"),
         ("service", "max_body_bytes"), ("service", "rate_burst"), ("service", "max_sessions_per_token"),

@@ -20,7 +20,7 @@ from typing import Any, get_args
 
 import numpy as np
 
-from . import clock, peers, reanalysis, retrieval, transfer
+from . import cancellation, clock, peers, reanalysis, retrieval, transfer
 from .backend import (
     Backend, IdCandidate, IdSource, MemoryRow, NewMemory, Progress, Snapshot, Transaction, require, to_memory,
 )
@@ -231,6 +231,11 @@ class Engine:
     def _messages(self, messages: Any, metadata: Mapping[str, Any] | None) -> list[MemoryInput]:
         if not isinstance(messages, Sequence) or isinstance(messages, (bytes, bytearray)):
             raise InvalidArgument("content must be a string or a list of {role, content, name?} messages")
+        if len(messages) > (most := self.config.limits.max_messages):
+            raise InvalidArgument(
+                f"{len(messages)} messages in one call; add takes at most {most} (limits.max_messages): send the "
+                "rest in further calls"
+            )
         items = []
         for index, message in enumerate(messages):
             if not isinstance(message, Mapping) or "role" not in message or "content" not in message:
@@ -310,9 +315,11 @@ class Engine:
         fresh = [i for i, outcome in enumerate(outcomes) if outcome is None]
         if dry_run:
             return [outcome or ("ADD", None) for outcome in outcomes]
+        cancellation.checkpoint()
         analyses, embeddings, entity_vectors = self._analyse_and_embed([memories[i].text for i in fresh])
         modelled = dict(zip(fresh, zip(analyses, embeddings)))
         stamp = clock.now()
+        cancellation.checkpoint()
         with self.backend.transaction() as txn:
             skipped = False  # the memory before this one was not written, so this one is no neighbour of the last
             for i, item in enumerate(memories):
