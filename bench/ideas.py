@@ -44,7 +44,6 @@ from store.backend import Snapshot  # noqa: E402
 from store.embeddings import open_embedder  # noqa: E402
 from store.nlp import NLP  # noqa: E402
 from store.scope import Scope as StoreScope  # noqa: E402
-from store.sqlite.signals import fts_match_expression  # noqa: E402
 from store.sqlite.sql import scope_sql  # noqa: E402
 from store.sqlite.statements import SQLiteSnapshot  # noqa: E402
 from store.terms import plain_terms  # noqa: E402
@@ -136,6 +135,15 @@ class Keywords:
             "SELECT rowid, -bm25(surface) FROM surface WHERE surface MATCH ?", (fts_match_expression(terms),)
         )
         return {rowid: score for rowid, score in hits if rowid in scope.texts}
+
+
+def fts_match_expression(terms: Sequence[str]) -> str:
+    """An FTS5 query that ORs the terms, each as a quoted string.
+
+    User text is never FTS5 syntax: quoting (with inner quotes doubled) turns
+    ``NEAR(``, ``AND``, ``*``, ``-`` and ``:`` into plain tokens.
+    """
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
 def with_surface(lemmas: list[str], text: str, stop_words: frozenset[str]) -> str:

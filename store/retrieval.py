@@ -1,7 +1,7 @@
 """The search pipeline, in its four steps: prepare → signals → fuse → assemble.
 
 Mirrors Mem0's ``_search_vector_store`` and ``_compute_entity_boosts`` (commit 001c235):
-semantic KNN over-fetch, FTS5 BM25 on the lemmatized query, entity boosts, the
+semantic KNN over-fetch, BM25 (FTS5's) on the lemmatized query, entity boosts, the
 semantic gate before fusion, the signal-count denominator. The default ranking
 (``ranking = "trimem"``) keeps those formulas and changes what they see: the union
 candidate pool, keyword context from adjacent memories (a share of their squashed

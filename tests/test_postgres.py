@@ -240,7 +240,7 @@ def test_keyword_terms_fold_as_sqlites_fts5_tokenizer_does() -> None:
     (Latin, Greek, Cyrillic), but U+037F, which Unicode added after FTS5's case tables."""
     import apsw
 
-    from store.postgres.keywords import fold
+    from store.keywords import fold
 
     conn = apsw.Connection(":memory:")
     conn.execute("CREATE VIRTUAL TABLE f USING fts5(t); CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")

@@ -93,15 +93,14 @@ DAMAGE = {
         "SELECT 999, embedding, 'ana', '', '' FROM memory_vectors WHERE memory_rowid = 1"
     ),
     "vector_scope": "UPDATE memory_vectors SET user_id = 'mallory' WHERE memory_rowid = 2",
-    "memory_without_fts": (
-        "INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized) "
-        "SELECT 'delete', rowid, text_lemmatized FROM memories WHERE rowid = 3"
+    "terms_without_memory": (
+        "PRAGMA foreign_keys = OFF; INSERT INTO memory_terms VALUES ('ana', 'ghost', 777, 1); PRAGMA foreign_keys = ON"
     ),
-    "fts_without_memory": "INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (777, 'ghost row')",
-    "fts_content": (
-        "INSERT INTO memory_fts(memory_fts, rowid, text_lemmatized) "
-        "SELECT 'delete', rowid, text_lemmatized FROM memories WHERE rowid = 4; "
-        "INSERT INTO memory_fts(rowid, text_lemmatized) VALUES (4, 'something else entirely')"
+    "terms_scope": "UPDATE memory_terms SET user_id = 'mallory' WHERE memory_rowid = 2",
+    "keyword_users": "UPDATE keyword_users SET memories = memories + 1 WHERE user_id = 'ana'",
+    "keyword_content": (  # one term of memory 4 replaced: same length, other words
+        "UPDATE memory_terms SET term = 'something' WHERE memory_rowid = 4 "
+        "AND term = (SELECT min(term) FROM memory_terms WHERE memory_rowid = 4)"
     ),
     "link_without_memory": (
         "PRAGMA foreign_keys = OFF; INSERT INTO memory_entities(memory_rowid, entity_id) "
@@ -159,7 +158,7 @@ def test_deep_check_finds_memories_missing_their_entity_links_and_repair_relinks
 def test_repair_reports_what_it_did(engine: Engine) -> None:
     _fill(engine)
     assert engine.repair() == type(engine.repair())(0, False, 0, 0, [])
-    execute(engine, DAMAGE["memory_without_vector"] + "; " + DAMAGE["fts_without_memory"] + "; " + DAMAGE["entity_without_links"])
+    execute(engine, DAMAGE["memory_without_vector"] + "; " + DAMAGE["terms_without_memory"] + "; " + DAMAGE["entity_without_links"])
     report = engine.repair()
     assert (report.vectors_rebuilt, report.fts_rebuilt, report.orphans_removed) == (1, True, 1)
 
@@ -198,11 +197,11 @@ def test_doctor_check_and_repair_from_the_command_line(engine: Engine, tmp_path:
     from mcp_server.cli import cli
 
     _fill(engine)
-    execute(engine, DAMAGE["memory_without_vector"] + "; " + DAMAGE["fts_without_memory"])
+    execute(engine, DAMAGE["memory_without_vector"] + "; " + DAMAGE["terms_without_memory"])
     run = functools.partial(CliRunner().invoke, cli, catch_exceptions=False)
     checked = run(["--db", str(engine.backend.path), "doctor", "--check"])
     assert checked.exit_code == 1
-    assert "memory_without_vector: memory" in checked.output and "fts_without_memory: keyword" in checked.output
+    assert "memory_without_vector: memory" in checked.output and "terms_without_memory: keyword" in checked.output
     repaired = run(["--db", str(engine.backend.path), "doctor", "--repair"])
     assert repaired.exit_code == 0 and '"vectors_rebuilt": 1' in repaired.output
     assert run(["--db", str(engine.backend.path), "doctor", "--check", "--deep"]).exit_code == 0

@@ -1,5 +1,5 @@
 """What the engine leaves in an SQLite file: one transaction per write, every derived row
-(vector, FTS row, entity) going with its memory, nothing half-written after a failure, and
+(vector, keyword postings, entity) going with its memory, nothing half-written after a failure, and
 the versions of SQLite's extensions in the status."""
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ def table_counts(engine: Engine) -> dict[str, int]:
     return engine.status()["counts"]
 
 
-def fts_rowids(path: Path) -> set[int]:
-    """Rowids the FTS index knows, read through its own docsize shadow table."""
+def posted_rowids(path: Path) -> set[int]:
+    """Rowids the keyword postings name."""
     conn = apsw.Connection(str(path))
     try:
-        return {row[0] for row in conn.execute("SELECT id FROM memory_fts_docsize")}
+        return {row[0] for row in conn.execute("SELECT DISTINCT memory_rowid FROM memory_terms")}
     finally:
         conn.close()
 
@@ -57,14 +57,15 @@ def test_a_batch_is_one_nlp_pass_two_model_batches_and_one_transaction(
     assert sorted(calls[:3]) == ["embed", "embed", "nlp"] and calls[3:] == ["transaction"]
 
 
-def test_delete_leaves_no_orphan_vector_fts_row_or_entity(engine: Engine, db_path: Path) -> None:
+def test_delete_leaves_no_orphan_vector_posting_or_entity(engine: Engine, db_path: Path) -> None:
     (keep,) = engine.add("Ana met Priya at the Lisbon office", user_id="ana")
     (gone,) = engine.add("Ana visited the Louvre in Paris", user_id="ana")
     engine.delete(gone.memory.id, user_id="ana")
     counts = table_counts(engine)
     assert counts["memories"] == counts["memory_vectors"] == 1
     assert counts["entities"] == counts["entity_vectors"]
-    assert fts_rowids(db_path) == {row[0] for row in execute(engine, "SELECT rowid FROM memories")}
+    assert posted_rowids(db_path) == {row[0] for row in execute(engine, "SELECT rowid FROM memories")}
+    assert execute(engine, "SELECT user_id, memories FROM keyword_users") == [("ana", 1)]
     ((orphans,),) = execute(
         engine, "SELECT count(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM memory_entities)"
     )

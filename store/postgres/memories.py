@@ -11,9 +11,9 @@ from psycopg.types.json import Jsonb
 
 from ..backend import DeletedMemory, IdCandidate, IdSource, MemoryRow, NewMemory
 from ..filters import Filter
+from ..keywords import term_frequencies
 from ..records import HistoryEvent
 from ..scope import Scope
-from .keywords import term_frequencies
 from ..sqltext import memory_columns
 from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_row, scope_sql, user_sql, vector
 

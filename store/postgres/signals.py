@@ -9,8 +9,9 @@ import numpy as np
 
 from ..backend import keys_around, neighbours
 from ..filters import Filter
+from ..keywords import query_terms
 from ..scope import Scope
-from .keywords import BM25_SQL, query_terms
+from .keywords import BM25_SQL
 from .sql import Statements, live_sql, scope_sql, user_sql, vector
 
 EXACT_SCAN_ROWS = 10_000

@@ -1,5 +1,5 @@
-"""The SQLite backend: one file with sqlite-vec and FTS5, the only place apsw and sqlite_vec
-are imported."""
+"""The SQLite backend: one file with sqlite-vec and trimem's keyword postings, the only place
+apsw and sqlite_vec are imported."""
 
 from .backend import SQLiteBackend
 

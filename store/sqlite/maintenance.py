@@ -1,7 +1,8 @@
 """Database upkeep: consistency check, repair of derived rows, online backup.
 
 Only ``memories`` holds facts; everything else is derived from it: the vector, the
-FTS row and the entity links of each memory, and the entities with their vectors.
+keyword postings and the entity links of each memory, each user's keyword statistics, and
+the entities with their vectors.
 ``check`` names every row that breaks an invariant between them, ``repair`` rebuilds
 the derived rows from ``memories`` (it never deletes a memory), and ``backup`` copies
 the file with SQLite's online backup while other processes keep writing. The invariants
@@ -26,11 +27,13 @@ from ..linking import link_entities
 from ..nlp import NLP, Analysis
 from ..records import RepairReport, Violation
 from ..scope import EVERY_SCOPE
-from . import connection, probes, schema
+from . import connection, keywords, probes, schema
 from .statements import SQLiteSnapshot, SQLiteTransaction
 
 _CHUNK = 500
 """Rowids per ``IN (…)`` read, well under SQLite's bound-parameter limit."""
+KEYWORD_PROBES = ("terms_without_memory", "terms_scope", "keyword_users")
+"""The invariants of the keyword index whose breach ``repair`` answers with ``keywords.rebuild``."""
 
 
 # --- check ----------------------------------------------------------------------------
@@ -39,12 +42,12 @@ _CHUNK = 500
 def check(conn: apsw.Connection, nlp: NLP | None = None) -> list[Violation]:
     """Every broken invariant, one ``Violation`` per offending row; empty when healthy.
 
-    Checks SQLite's page and index structure, then that each memory has
-    exactly one vector and one FTS row and that each link, entity and entity vector
+    Checks SQLite's page and index structure, then that each memory has exactly one
+    vector and the keyword postings of its lemmatized text, that each user's keyword
+    statistics count its memories, and that each posting, link, entity and entity vector
     belongs to live rows of the same scope. With ``nlp`` it also reads each memory
     that has no entity links and reports those whose text does name entities (this
-    runs the pipeline, so it is slower). The FTS content comparison is written as an
-    INSERT and so waits for the write lock like any writer; nothing is changed.
+    runs the pipeline, so it is slower). Every check is a read; nothing is changed.
     """
     try:
         violations = [Violation("integrity", line) for line in probes.integrity_check(conn) if line != "ok"]
@@ -63,11 +66,11 @@ def check(conn: apsw.Connection, nlp: NLP | None = None) -> list[Violation]:
             violations.append(Violation(name, f"could not be checked: {exc}"))
             continue
         violations += [Violation(name, invariant.message.format(*row)) for row in rows]
-    message = probes.fts_content_check(conn)
-    if message is not None:
-        violations.append(
-            Violation("fts_content", f"the keyword index disagrees with memories.text_lemmatized ({message})")
-        )
+    violations += [
+        Violation("keyword_content", f"memory '{memory_id}' (rowid {rowid}) has keyword postings that are not "
+                  "those of its memories.text_lemmatized")
+        for rowid, memory_id in keywords.misposted(conn)
+    ]
     if nlp is not None:
         violations += [
             Violation("memory_without_links", f"memory '{row.id}' (rowid {row.rowid}) names entities but has no links")
@@ -156,8 +159,8 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
 
     Removes links, vectors and entities that belong to nothing (or to another scope),
     re-embeds memories and entities whose vector is missing or misfiled, rebuilds the
-    FTS index when it disagrees with ``memories``, relinks memories that have no links
-    but whose text names entities (with the same ``link_entities`` as ``add``), and then
+    keyword postings and statistics when they disagree with ``memories``, relinks memories
+    that have no links but whose text names entities (with the same ``link_entities`` as ``add``), and then
     drops entities left without links. Safe to run while other servers write.
     """
     models = _ModelCache(embedder, nlp)
@@ -186,10 +189,11 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
         for row in plan.memories_to_embed:
             txn.put_memory_vector(row.rowid, vectors[row.text], row.scope)
 
-        fts_rebuilt = any(probes.probe(conn, name) for name in ("memory_without_fts", "fts_without_memory"))
-        fts_rebuilt = fts_rebuilt or probes.fts_content_check(conn) is not None
+        # (the report's name for it is older than the postings: FTS5 was the keyword index)
+        fts_rebuilt = any(probes.probe(conn, name) for name in KEYWORD_PROBES)
+        fts_rebuilt = fts_rebuilt or bool(keywords.misposted(conn))
         if fts_rebuilt:
-            probes.rebuild_fts(conn)
+            keywords.rebuild(conn)
 
         links_before = txn.counts()["memory_entities"]
         analyses = models.analyze(row.text for row in plan.unlinked)

@@ -1,6 +1,7 @@
 """Memory rows and their history: reads, writes and export (``memories`` and ``history``).
 
-A memory's FTS row follows it by trigger; its vector is written here beside it.
+A memory's vector and keyword postings are written here beside it; its user's keyword
+statistics follow it by trigger, and its postings and links go with it by cascade.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import numpy as np
 
 from ..backend import DeletedMemory, IdCandidate, IdSource, MemoryRow, NewMemory
 from ..filters import Filter
+from ..keywords import term_frequencies
 from ..records import HistoryEvent
 from ..scope import Scope
 from ..sqltext import memory_columns
+from .keywords import post_terms
 from .sql import EXACT_SCOPE_SQL, Statements, live_sql, marks, memory_row, scope_sql, vector_blob
 
 _CANDIDATES_SQL = {
@@ -26,7 +29,9 @@ _CANDIDATES_SQL = {
                "WHERE substr(memory_id, 1, ?) = ? AND {where} GROUP BY memory_id ORDER BY memory_id LIMIT ?",
 }
 
-TABLES_COUNTED = ("memories", "memory_vectors", "entities", "entity_vectors", "memory_entities", "history")
+TABLES_COUNTED = (
+    "memories", "memory_vectors", "entities", "entity_vectors", "memory_entities", "history", "memory_terms",
+)
 
 
 def _json(value: dict[str, Any] | None) -> str | None:
@@ -161,23 +166,25 @@ class MemoryReads(Statements):
 
 
 class MemoryWrites(Statements):
-    """Memory rows, their vectors and history as a transaction writes them."""
+    """Memory rows, their vectors, postings and history as a transaction writes them."""
 
     def insert_memory(self, memory: NewMemory) -> int:
         rowid = None
         if memory.gap_before:
             rowid = self.conn.execute("SELECT coalesce(max(rowid), 0) + 2 FROM memories").fetchone()[0]
+        frequencies = term_frequencies(memory.text_lemmatized)
         self.conn.execute(
-            "INSERT INTO memories(rowid, id, text, text_lemmatized, hash, user_id, agent_id, run_id, actor_id, "
-            "role, metadata, created_at, updated_at, expiration_date) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO memories(rowid, id, text, text_lemmatized, terms, hash, user_id, agent_id, run_id, "
+            "actor_id, role, metadata, created_at, updated_at, expiration_date) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                rowid, memory.id, memory.text, memory.text_lemmatized, memory.hash, *memory.scope.values(),
-                memory.actor_id, memory.role, _json(memory.metadata), memory.created_at, memory.updated_at,
-                memory.expiration_date,
+                rowid, memory.id, memory.text, memory.text_lemmatized, frequencies.total(), memory.hash,
+                *memory.scope.values(), memory.actor_id, memory.role, _json(memory.metadata), memory.created_at,
+                memory.updated_at, memory.expiration_date,
             ),
         )
         rowid = self.conn.last_insert_rowid()
+        post_terms(self.conn, rowid, frequencies)
         self.put_memory_vector(rowid, memory.embedding, memory.scope)
         return rowid
 
@@ -197,16 +204,17 @@ class MemoryWrites(Statements):
         self, rowid: int, *, text: str, text_lemmatized: str, text_hash: str, embedding: np.ndarray,
         scope: Scope, updated_at: str,
     ) -> None:
-        """The FTS trigger re-indexes the lemmatized text."""
-        self.conn.execute(
-            "UPDATE memories SET text = ?, text_lemmatized = ?, hash = ?, updated_at = ? WHERE rowid = ?",
-            (text, text_lemmatized, text_hash, updated_at, rowid),
-        )
+        self.conn.execute("UPDATE memories SET text = ?, hash = ?, updated_at = ? WHERE rowid = ?",
+                          (text, text_hash, updated_at, rowid))
+        self.set_terms(rowid, scope, text_lemmatized)
         self.put_memory_vector(rowid, embedding, scope)
 
     def set_terms(self, rowid: int, scope: Scope, text_lemmatized: str) -> None:
-        """The FTS trigger re-indexes the lemmatized text."""
-        self.conn.execute("UPDATE memories SET text_lemmatized = ? WHERE rowid = ?", (text_lemmatized, rowid))
+        """Its postings again, and its length in terms, which the trigger moves into its user's."""
+        frequencies = term_frequencies(text_lemmatized)
+        self.conn.execute("UPDATE memories SET text_lemmatized = ?, terms = ? WHERE rowid = ?",
+                          (text_lemmatized, frequencies.total(), rowid))
+        post_terms(self.conn, rowid, frequencies)
 
     def set_analysis_version(self, version: int) -> None:
         self.conn.execute(
@@ -227,9 +235,9 @@ class MemoryWrites(Statements):
         )
 
     def delete_memory(self, rowid: int, scope: Scope) -> None:
-        """Its FTS row goes by trigger and its links by cascade. Entities it leaves unlinked stay
-        until ``delete_orphan_entities``, once per transaction: a scan per deleted row made
-        ``delete_all`` O(rows × entities)."""
+        """Its postings and links go by cascade, its user's keyword statistics by trigger. Entities
+        it leaves unlinked stay until ``delete_orphan_entities``, once per transaction: a scan per
+        deleted row made ``delete_all`` O(rows × entities)."""
         self.delete_memory_vector(rowid)
         self.conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
 

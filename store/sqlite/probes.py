@@ -10,13 +10,14 @@ import apsw
 
 from ..backend import MemoryRow
 from ..sqltext import memory_columns
+from .keywords import USERS_SQL
 from .sql import marks, memory_row
 
 
 _SCOPE_DIFFERS = "{a}.user_id IS NOT {b}.user_id OR {a}.agent_id IS NOT {b}.agent_id OR {a}.run_id IS NOT {b}.run_id"
 
 REQUIRED_TABLES = (
-    "meta", "schema_version", "memories", "memory_vectors", "memory_fts", "memory_fts_docsize",
+    "meta", "schema_version", "memories", "memory_vectors", "memory_terms", "keyword_users",
     "entities", "entity_vectors", "memory_entities", "history",
 )
 
@@ -43,14 +44,22 @@ INVARIANT_PROBES: dict[str, Probe] = {
         f"WHERE {_SCOPE_DIFFERS.format(a='v', b='m')}",
         "memory '{1}' (rowid {0}) has a vector filed under another scope",
     ),
-    # every memory has exactly one FTS row (the docsize shadow table has one row per indexed document)
-    "memory_without_fts": Probe(
-        "SELECT rowid, id FROM memories WHERE rowid NOT IN (SELECT id FROM memory_fts_docsize)",
-        "memory '{1}' (rowid {0}) has no keyword (FTS) row",
+    # keyword postings belong to a memory, filed under its user, and each user's statistics
+    # count that user's memories (whether each memory's postings are its text's: keywords.misposted)
+    "terms_without_memory": Probe(
+        "SELECT DISTINCT memory_rowid FROM memory_terms WHERE memory_rowid NOT IN (SELECT rowid FROM memories)",
+        "keyword postings of rowid {0} belong to no memory",
     ),
-    "fts_without_memory": Probe(
-        "SELECT id FROM memory_fts_docsize WHERE id NOT IN (SELECT rowid FROM memories)",
-        "keyword (FTS) row {0} belongs to no memory",
+    "terms_scope": Probe(
+        "SELECT DISTINCT m.rowid, m.id FROM memory_terms p JOIN memories m ON m.rowid = p.memory_rowid "
+        "WHERE p.user_id IS NOT m.user_id",
+        "memory '{1}' (rowid {0}) has keyword postings filed under another user",
+    ),
+    "keyword_users": Probe(
+        f"SELECT coalesce(c.user_id, u.user_id) FROM ({USERS_SQL}) c "
+        "FULL JOIN keyword_users u ON u.user_id = c.user_id "
+        "WHERE c.memories IS NOT u.memories OR c.terms IS NOT u.terms",
+        "the keyword statistics of user_id={0!r} do not count that user's memories",
     ),
     # links join a memory and an entity of the same scope (these two cover the only foreign keys)
     "link_without_memory": Probe(
@@ -88,7 +97,7 @@ INVARIANT_PROBES: dict[str, Probe] = {
 
 
 def missing_tables(conn: apsw.Connection) -> list[str]:
-    """Tables (and the FTS5 shadow table the checks read) that this database lacks."""
+    """Tables that this database lacks."""
     present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     return [table for table in REQUIRED_TABLES if table not in present]
 
@@ -96,27 +105,6 @@ def missing_tables(conn: apsw.Connection) -> list[str]:
 def integrity_check(conn: apsw.Connection) -> list[str]:
     """SQLite's own page, index and constraint check: ``['ok']`` when healthy."""
     return [row[0] for row in conn.execute("PRAGMA integrity_check")]
-
-
-def fts_content_check_sql() -> str:
-    """FTS5's check of the index against the content table; rank 1 adds the content comparison
-    that plain ``integrity-check`` (and ``PRAGMA integrity_check``) skip for external content."""
-    return "INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)"
-
-
-def fts_content_check(conn: apsw.Connection) -> str | None:
-    """None when the FTS index matches ``memories.text_lemmatized`` (or the file is read-only,
-    so the comparison cannot run), else SQLite's message.
-
-    It is written as an INSERT, so it waits for the write lock like any writer.
-    """
-    try:
-        conn.execute(fts_content_check_sql())
-    except apsw.CorruptError as exc:
-        return str(exc)
-    except apsw.ReadOnlyError:
-        pass
-    return None
 
 
 def probe(conn: apsw.Connection, name: str) -> list[tuple[Any, ...]]:
@@ -141,7 +129,3 @@ def entity_names(conn: apsw.Connection, entity_ids: Sequence[int]) -> dict[int, 
     return dict(conn.execute(f"SELECT id, normalized FROM entities WHERE id IN ({marks(entity_ids)})",
                              tuple(entity_ids)))
 
-
-def rebuild_fts(conn: apsw.Connection) -> None:
-    """Re-index every memory's ``text_lemmatized`` from the content table."""
-    conn.execute("INSERT INTO memory_fts(memory_fts) VALUES ('rebuild')")

@@ -13,6 +13,7 @@ from pathlib import Path
 import apsw
 
 from ..errors import DiskFull, SchemaMismatch
+from ..keywords import term_frequencies
 from .connection import connect, no_database_error, read_transaction, remove_database_files, write_transaction
 
 
@@ -151,8 +152,69 @@ def m004_tokens(conn: apsw.Connection, dimension: int) -> None:
     )
 
 
+def m005_keyword_postings(conn: apsw.Connection, dimension: int) -> None:
+    """Keyword statistics per user, as on PostgreSQL (``store.sqlite.keywords``): FTS5's
+    ``bm25()`` counts N, n(t) and avgdl over the whole file, so one user's scores said whether,
+    and how often, other users wrote a word. Each memory's folded terms become postings filed
+    under its user and keyed by user first, its length in terms a column of its row, and each
+    user's count of memories and of terms a row of ``keyword_users`` that triggers keep in step
+    with ``memories`` in the same transaction. FTS5, which nothing reads any more, is dropped.
+    The memories already stored are posted here, from their stored lemmas."""
+    conn.execute(
+        """
+        DROP TRIGGER memories_fts_insert;
+        DROP TRIGGER memories_fts_delete;
+        DROP TRIGGER memories_fts_update;
+        DROP TABLE memory_fts;
+        ALTER TABLE memories ADD COLUMN terms INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE memory_terms (
+            user_id TEXT NOT NULL,
+            term TEXT NOT NULL,
+            memory_rowid INTEGER NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
+            frequency INTEGER NOT NULL,
+            PRIMARY KEY (user_id, term, memory_rowid)
+        ) WITHOUT ROWID;
+        CREATE INDEX memory_terms_memory ON memory_terms(memory_rowid);
+        CREATE TABLE keyword_users (
+            user_id TEXT PRIMARY KEY,
+            memories INTEGER NOT NULL,
+            terms INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """
+    )
+    stored = conn.execute("SELECT rowid, user_id, text_lemmatized FROM memories").fetchall()
+    for rowid, user_id, text_lemmatized in stored:
+        frequencies = term_frequencies(text_lemmatized)
+        conn.executemany(
+            "INSERT INTO memory_terms(user_id, term, memory_rowid, frequency) VALUES (?, ?, ?, ?)",
+            [(user_id, term, rowid, frequency) for term, frequency in frequencies.items()],
+        )
+        conn.execute("UPDATE memories SET terms = ? WHERE rowid = ?", (frequencies.total(), rowid))
+    conn.execute(
+        """
+        INSERT INTO keyword_users(user_id, memories, terms)
+        SELECT user_id, count(*), sum(terms) FROM memories GROUP BY user_id;
+        -- each user's N and total length follow its memories inside the same transaction
+        CREATE TRIGGER memories_keyword_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO keyword_users(user_id, memories, terms) VALUES (new.user_id, 1, new.terms)
+            ON CONFLICT(user_id) DO UPDATE SET memories = memories + 1, terms = terms + excluded.terms;
+        END;
+        CREATE TRIGGER memories_keyword_delete AFTER DELETE ON memories BEGIN
+            UPDATE keyword_users SET memories = memories - 1, terms = terms - old.terms WHERE user_id = old.user_id;
+            DELETE FROM keyword_users WHERE user_id = old.user_id AND memories = 0;
+        END;
+        CREATE TRIGGER memories_keyword_update AFTER UPDATE OF user_id, terms ON memories BEGIN
+            UPDATE keyword_users SET memories = memories - 1, terms = terms - old.terms WHERE user_id = old.user_id;
+            INSERT INTO keyword_users(user_id, memories, terms) VALUES (new.user_id, 1, new.terms)
+            ON CONFLICT(user_id) DO UPDATE SET memories = memories + 1, terms = terms + excluded.terms;
+            DELETE FROM keyword_users WHERE user_id = old.user_id AND memories = 0;
+        END;
+        """
+    )
+
+
 MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (
-    m001_initial, m002_expiry_index, m003_restore_event, m004_tokens,
+    m001_initial, m002_expiry_index, m003_restore_event, m004_tokens, m005_keyword_postings,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

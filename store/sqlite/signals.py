@@ -1,28 +1,22 @@
-"""The three retrieval signals over SQLite: vec0 KNN, FTS5 ``bm25()``, entity links, and the
-neighbours and questions that keyword context reads."""
+"""The three retrieval signals over SQLite: vec0 KNN, BM25 over trimem's postings, entity links,
+and the neighbours and questions that keyword context reads."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..backend import keys_around, neighbours
 from ..filters import Filter
+from ..keywords import query_terms
 from ..scope import Scope
+from .keywords import BM25_SQL, users_sql
 from .sql import Statements, live_sql, marks, scope_sql, vector_blob
 
 KNN_LIMIT = 4096
 """sqlite-vec refuses k above 4096."""
-
-
-def fts_match_expression(terms: Sequence[str]) -> str:
-    """An FTS5 query that ORs the terms, each as a quoted string.
-
-    User text is never FTS5 syntax: quoting (with inner quotes doubled) turns
-    ``NEAR(``, ``AND``, ``*``, ``-`` and ``:`` into plain tokens.
-    """
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
 class SignalReads(Statements):
@@ -82,16 +76,17 @@ class SignalReads(Statements):
     def bm25_memories(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
-        """FTS5 ``bm25()`` is negative with lower meaning better, so the raw score is its negation."""
+        """FTS5's BM25 with the statistics of the scope's user (``store.keywords``): the terms
+        are bound as one JSON array, never spliced into SQL."""
         if not terms:
             return []
+        users, postings, user_params = users_sql(scope.user_id)
         where, params = scope_sql(scope, "m")
         live, live_params = live_sql(filters, on)
+        sql = BM25_SQL.format(users=users, postings=postings, scope=where, live=live)
+        folded = json.dumps(query_terms(terms), ensure_ascii=False)
         return self.conn.execute(
-            "SELECT m.rowid, -bm25(memory_fts) AS score FROM memory_fts "
-            "JOIN memories m ON m.rowid = memory_fts.rowid "
-            f"WHERE memory_fts MATCH ? AND {where} AND ({live}) ORDER BY bm25(memory_fts) LIMIT ?",
-            (fts_match_expression(terms), *params, *live_params, limit),
+            sql, (folded, *user_params, *user_params, *user_params, *params, *live_params, limit)
         ).fetchall()
 
     def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:

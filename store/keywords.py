@@ -1,0 +1,76 @@
+"""The keyword index's rule, the same on every backend: each memory's folded terms as postings,
+ranked with the BM25 of SQLite's FTS5 over the statistics of one user.
+
+Each backend stores a memory's lemmatized terms as postings (user, term, memory, frequency)
+beside its length in terms, and computes the score in its SQL from the expressions here, so
+the sigmoid brackets of ``store.scoring`` (fitted to FTS5's ``bm25()``) hold on both:
+
+    idf(t)   = max(ln((N - n(t) + 0.5) / (n(t) + 0.5)), 1e-6)
+    score(D) = sum over query terms t of idf(t) * f(t,D) * (k1 + 1) / (f(t,D) + k1 * (1 - b + b * |D| / avgdl))
+
+with k1 = 1.2 and b = 0.75; a term the query repeats counts once per repetition, as FTS5
+counts each phrase of the query. N, n(t) and avgdl are counted over the memories of the user
+the query is scoped to (over every user when it names none), never over the whole database as
+FTS5 counts them: otherwise one user's scores would say whether, and how often, other users
+wrote a word, and their ranking would move with other users' memories.
+
+Terms are folded as FTS5's default ``unicode61`` tokenizer folds them (lower case; one
+diacritic on an ASCII letter removed), on both sides, so "Café" in a memory and "cafe" in a
+query meet, and scores stay those FTS5 gives one user's memories. The two agree on every
+letter of Latin, Greek and Cyrillic; letters Unicode added after FTS5's tables (Georgian
+capitals, say) are lower-cased here and not there.
+
+Pure functions on strings: no I/O, no database module.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+
+K1 = 1.2
+B = 0.75
+MIN_IDF = 1e-6
+"""FTS5's floor for the idf of a term in more than half the documents (its ``ln`` is ≤ 0)."""
+
+
+def fold(term: str) -> str:
+    """A term as ``unicode61`` (remove_diacritics 1) indexes it: case folded to one character
+    where that is one, and the one diacritic of an ASCII letter removed ("é", not "ǖ" or "ǣ")."""
+    folded = term.casefold()
+    if len(folded) != len(term):  # "ß" -> "ss", "İ" -> "i̇": unicode61 keeps one character
+        folded = "".join(ch.casefold() if len(ch.casefold()) == 1 else ch.lower()[:1] for ch in term)
+    return "".join(_plain_latin(ch) for ch in folded)
+
+
+def _plain_latin(ch: str) -> str:
+    decomposed = unicodedata.normalize("NFD", ch)
+    if len(decomposed) == 2 and decomposed[0].isascii() and unicodedata.combining(decomposed[1]):
+        return decomposed[0]
+    return ch
+
+
+def term_frequencies(text_lemmatized: str) -> Counter[str]:
+    """A memory's postings: each folded term and how often it occurs (their total is its length)."""
+    return Counter(fold(term) for term in text_lemmatized.split())
+
+
+def query_terms(terms: list[str] | tuple[str, ...]) -> list[str]:
+    """The query's folded terms, repetitions kept (each counts, as in FTS5)."""
+    return [fold(term) for term in terms]
+
+
+def weight_sql(repeats: str, documents: str, containing: str, greatest: str) -> str:
+    """SQL for a query term's weight: its repetitions times its idf, given SQL for N (``documents``)
+    and n(t) (``containing``). ``greatest`` is the dialect's two-argument maximum (``greatest``
+    on PostgreSQL, ``max`` on SQLite)."""
+    return f"{repeats} * {greatest}(ln(({documents} - {containing} + 0.5) / ({containing} + 0.5)), {MIN_IDF})"
+
+
+def term_score_sql(weight: str, frequency: str, length: str, average_length: str) -> str:
+    """SQL for one posting's share of a memory's score: the term's weight times its saturated
+    frequency f(t,D), given SQL for |D| (``length``, in terms) and avgdl (``average_length``)."""
+    return (
+        f"{weight} * {frequency} * {K1 + 1} "
+        f"/ ({frequency} + {K1} * ({1 - B} + {B} * {length} / {average_length}))"
+    )
