@@ -30,6 +30,7 @@ from typing import Any, BinaryIO, get_args
 import click
 from pydantic import BaseModel
 
+from store.backend import WAYS_AROUND
 from store.config import EMBEDDING_BACKENDS, LOG_LEVELS, Config, load_config, unknown_variables
 from store.errors import DiskFull, TrimemError
 from store.peers import SourceFormat
@@ -718,8 +719,10 @@ def stats(config: Config) -> None:
 
 
 @cli.command()
-@click.option("--check", is_flag=True, help="Check the database's invariants; exit 1 if any is broken.")
-@click.option("--deep", is_flag=True, help="With --check: also re-run NLP to find memories missing entity links.")
+@click.option("--check", is_flag=True, help="Check the database's invariants; exit 1 if any is broken. Warns, "
+              "without failing, about database files and folders that others may read.")
+@click.option("--deep", is_flag=True, help="With --check: also re-run NLP to find memories missing entity links "
+              "(SQLite).")
 @click.option("--repair", is_flag=True, help="Rebuild derived rows (vectors, keyword index, entity links).")
 @format_options
 @click.pass_obj
@@ -739,9 +742,13 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
             violations = engine.check(deep=deep)
             for violation in violations:
                 click.echo(f"{violation.check}: {violation.detail}")
+            if "file_modes" in engine.capabilities:  # a warning: the store is sound, its files too open
+                for warning in engine.file_warnings():
+                    click.echo(f"warning: {warning}", err=True)
             if violations:
-                raise click.ClickException(f"{len(violations)} problem(s) found; `trimem doctor --repair` fixes "
-                                           "derived rows")
+                raise click.ClickException(f"{len(violations)} problem(s) found; " + (
+                    "`trimem doctor --repair` fixes derived rows" if "repair" in engine.capabilities
+                    else WAYS_AROUND["repair"]))
             click.echo("ok: no problems found")
         else:
             versions = {"trimem": package_version("trimem"), "python": platform.python_version(),

@@ -16,6 +16,7 @@ from typing import Any, get_type_hints
 import click
 from pydantic import create_model
 
+from store import files
 from store.errors import unwritable
 from store.transfer import ImportReport
 
@@ -26,7 +27,8 @@ ImportOut = create_model(  # the summary's JSON is the report's fields, defined 
 
 def write_export(lines: Iterable[str], target: str) -> dict[str, Any]:
     """Write the lines to ``target`` ('-' for stdout) and return the header. A file appears
-    only when complete: it is written beside it under a temporary name, then renamed."""
+    only when complete: it is written beside it under a temporary name, then renamed. It holds
+    memories, so it is made 0600, its owner's alone (``store.files``)."""
     lines = iter(lines)
     header = next(lines)
     if target == "-":
@@ -37,7 +39,8 @@ def write_export(lines: Iterable[str], target: str) -> dict[str, Any]:
     path = Path(target)
     partial = path.with_name(f".{path.name}.partial")
     try:
-        with partial.open("w", encoding="utf-8") as out:
+        partial.unlink(missing_ok=True)  # left by an export that was killed: made anew, never reused
+        with open(files.create_private(partial), "w", encoding="utf-8") as out:
             out.write(header)
             out.writelines(lines)
         os.replace(partial, path)

@@ -39,17 +39,23 @@ if TYPE_CHECKING:
     from .filters import Filter
     from .nlp import NLP
 
-Capability = Literal["check", "repair", "reembed", "backup"]
-CAPABILITIES: tuple[Capability, ...] = ("check", "repair", "reembed", "backup")
-"""What a backend may lack: a consistency check, repair of derived rows, re-embedding with
-another model in place, and an online copy to a file."""
+Capability = Literal["check", "deep_check", "repair", "reembed", "backup", "file_modes"]
+CAPABILITIES: tuple[Capability, ...] = ("check", "deep_check", "repair", "reembed", "backup", "file_modes")
+"""What a backend may lack: a consistency check, one that also runs the entity analysis again
+(``--deep``), repair of derived rows, re-embedding with another model in place, an online copy
+to a file, and files on this machine whose permissions ``doctor --check`` reads."""
 
 WAYS_AROUND: dict[Capability, str] = {
     "check": "this database has no consistency check",
+    "deep_check": "this database's check cannot run the entity analysis again to find memories missing their "
+                  "entity links; `trimem doctor --check` without --deep checks its schema, indexes, keyword postings "
+                  "and links",
     "repair": "this database cannot rebuild derived rows; export its memories and import them into a new one",
     "reembed": "this database cannot be re-embedded in place; export its memories and import them into a new "
                "database configured with the new model",
     "backup": "copy it with the database's own tools (for PostgreSQL, pg_dump: docs/postgres.md)",
+    "file_modes": "this database is kept by its server, not in files here; the server's roles and settings say "
+                  "who may read it",
 }
 """What a person can do instead when a backend lacks a capability."""
 
@@ -250,7 +256,9 @@ class Snapshot(Protocol):
     def bm25_memories(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
-        """Keyword hits as (key, raw BM25 ≥ 0, FTS5's formula), best first."""
+        """Keyword hits as (key, raw BM25 ≥ 0), best first: FTS5's formula over the memories of the
+        scope's user (of every user when it names none; ``store.keywords``), so no other user's
+        memories move a score."""
     def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
         """The nearest entities within the scope as (entity id, text, cosine distance)."""
     def entity_links(
@@ -332,8 +340,9 @@ class Transaction(Snapshot, Protocol):
 
 class Backend(Protocol):
     """One store: its sessions, what it can do, and the optional capabilities' work. A
-    capability's method (``check``, ``repair``, ``reembed``, ``backup``) is there only when
-    ``capabilities`` names it; ``require`` refuses the others before anything starts."""
+    capability's method (``check``, ``repair``, ``reembed``, ``backup``, ``file_warnings``) is
+    there only when ``capabilities`` names it (``check`` is given an ``NLP`` only with
+    ``deep_check``); ``require`` refuses the others before anything starts."""
 
     location: str
     """Where the data lives, as a person would name it (a file path, a server and database)."""
@@ -354,6 +363,9 @@ class Backend(Protocol):
     def repair(self, embedder: Embedder, nlp: NLP) -> RepairReport: ...
     def reembed(self, embedder: Embedder, progress: Progress | None) -> ReembedReport: ...
     def backup(self, destination: Path) -> None: ...
+    def file_warnings(self) -> list[str]:
+        """The store's files and folder that group or others may read or write, each as one
+        line naming it and the ``chmod`` that closes it."""
 
 
 def require(backend: Backend, capability: Capability, doing: str) -> None:

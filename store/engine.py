@@ -22,7 +22,8 @@ import numpy as np
 
 from . import cancellation, clock, peers, reanalysis, retrieval, transfer
 from .backend import (
-    Backend, IdCandidate, IdSource, MemoryRow, NewMemory, Progress, Snapshot, Transaction, require, to_memory,
+    Backend, Capability, IdCandidate, IdSource, MemoryRow, NewMemory, Progress, Snapshot, Transaction, require,
+    to_memory,
 )
 from .config import Config
 from .embeddings import Embedder, NameVectors, open_embedder
@@ -726,7 +727,23 @@ class Engine:
         """Every broken invariant of the store (orphans, missing vectors or keyword rows, …);
         ``deep`` also runs the NLP pipeline to find memories missing their entity links."""
         require(self.backend, "check", "a consistency check")
+        if deep:
+            require(self.backend, "deep_check", "a deep check")
         return self.backend.check(self.nlp if deep else None)
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this store can do beyond reading and writing (``store.backend.CAPABILITIES``), so
+        a front end offers only that (``doctor`` suggests ``--repair`` only where it exists)."""
+        return self.backend.capabilities
+
+    def file_warnings(self) -> list[str]:
+        """The store's files and folder that group or others may read or write, one line each
+        with the ``chmod`` that closes it (``store.files``): ``doctor --check`` warns about them
+        without counting them as problems. A store kept by a server (PostgreSQL) has no files
+        here and refuses this (``Unsupported``)."""
+        require(self.backend, "file_modes", "a check of file permissions")
+        return self.backend.file_warnings()
 
     def repair(self) -> RepairReport:
         """Rebuild derived rows (vectors, keyword rows, entity links) from the memories."""

@@ -55,7 +55,8 @@ def check_utf8(value: str, what: str) -> str:
 
 
 def check_id(value: Any, name: str) -> str:
-    """An id is trimmed, non-empty, without inner whitespace (as Mem0 requires)."""
+    """An id is trimmed, non-empty, without inner whitespace (as Mem0 requires) or NUL (which
+    PostgreSQL cannot store in text, and C code reads as the end of the id)."""
     if not isinstance(value, str):
         raise InvalidArgument(f"{name} must be a string, got {type(value).__name__}")
     value = check_utf8(value.strip(), name)
@@ -66,7 +67,10 @@ def check_id(value: Any, name: str) -> str:
             f"{name} has {len(value)} characters, more than the limit of {MAX_ID_CHARS}; use a short id "
             "such as 'ana_lopez'"
         )
-    if any(ch.isspace() for ch in value) or "\x00" in value:
+    if "\x00" in value:
+        raise InvalidArgument(f"{name}={shown(value)} contains a NUL character (\\x00, a control character); "
+                              "use an id of letters, digits and punctuation, e.g. 'ana_lopez'")
+    if any(ch.isspace() for ch in value):
         raise InvalidArgument(f"{name}={shown(value)} contains whitespace; use an id without spaces, e.g. 'ana_lopez'")
     return value
 

@@ -36,6 +36,7 @@ SERVED = {
     "stats": ("stats", None),  # undoing a delete is the person's call, after reading the history
     "status": ("doctor", None),  # upkeep is for the machine's owner, not for the assistant
     "check": ("doctor", None),  # trimem doctor --check
+    "file_warnings": ("doctor", None),  # trimem doctor --check warns about them
     "repair": ("doctor", None),  # trimem doctor --repair
     "backup": ("backup", None),
     "export": ("export", None),  # whole files of memories: for the machine's owner

@@ -196,6 +196,8 @@ BAD_CALLS = [
     ("add_memory", {"text": "a", "expiration_date": "2026-02-30"}, "not a real calendar date"),
     ("add_memory", {"text": "a", "metadata": ["not", "an", "object"]}, "valid dictionary"),
     ("add_memory", {"text": "a", "user_id": "two words"}, "contains whitespace"),
+    ("add_memory", {"text": "a", "agent_id": "a\x00b"}, "agent_id='a\\x00b' contains a NUL character (\\x00"),
+    ("get_memory", {"memory_id": "ab\x00"}, "memory_id='ab\\x00' contains a NUL character (\\x00"),
     ("search_memory", {}, "query"),
     ("search_memory", {"query": "x", "top_k": 0}, "top_k must be between 1 and 100, got 0"),
     ("search_memory", {"query": "x", "top_k": 10**6}, "top_k must be between 1 and 100, got 1000000"),

@@ -30,7 +30,7 @@ from store.sqlite import connection
 from store.sqlite.maintenance import check as check_connection
 
 from forkserver import ForkServer
-from scenarios import concurrent_writers, crash_cycles
+from scenarios import concurrent_writers, crash_cycles, fullest_check
 
 FACTS = [
     "Alice moved to Paris to work at Google on search ranking",
@@ -76,13 +76,13 @@ def _checks(engine: Engine, deep: bool = False) -> set[str]:
 
 
 def test_check_is_clean_on_a_fresh_and_a_used_database(engine: Engine) -> None:
-    assert engine.check(deep=True) == []
+    assert fullest_check(engine) == []
     ids = _fill(engine)
     engine.update(ids[0], text="Alice moved to Berlin to work at SAP", user_id="ana")
     engine.delete(ids[1], user_id="ana")
     engine.add("Alice moved to Berlin to work at SAP", user_id="bob")
     engine.delete_all(user_id="bob")
-    assert engine.check(deep=True) == []
+    assert fullest_check(engine) == []
 
 
 # Each damage is SQL run behind the engine's back, with the check it must trip.
@@ -431,7 +431,7 @@ def test_hostile_input_to_every_engine_call_is_served_or_refused_clearly(engine:
 
     call()
     print(f"\nhostile engine calls ({HOSTILE_EXAMPLES} examples): {dict(sorted(outcomes.items()))}")
-    assert engine.check(deep=True) == []
+    assert fullest_check(engine) == []
     sentinel = "the sentinel fact about Zanzibar survived the fuzzing"  # the engine still serves
     (added,) = engine.add(sentinel, user_id="ana")
     assert engine.search(sentinel, user_id="ana", top_k=1)[0].memory.id == added.memory.id

@@ -16,6 +16,7 @@ from typing import Any
 
 import apsw
 
+from .. import files
 from ..backend import Capability, Progress
 from ..embeddings import Embedder
 from ..errors import TrimemError
@@ -26,9 +27,11 @@ from .statements import SQLiteSnapshot, SQLiteTransaction
 
 
 class SQLiteBackend:
-    """``store.backend.Backend`` over one SQLite file with sqlite-vec and FTS5."""
+    """``store.backend.Backend`` over one SQLite file with sqlite-vec and keyword postings."""
 
-    capabilities: frozenset[Capability] = frozenset({"check", "repair", "reembed", "backup"})
+    capabilities: frozenset[Capability] = frozenset(
+        {"check", "deep_check", "repair", "reembed", "backup", "file_modes"}
+    )
 
     def __init__(self, path: Path, model: str, dimension: int, *, check_model: bool = True,
                  create: bool = True) -> None:
@@ -122,4 +125,8 @@ class SQLiteBackend:
     def backup(self, destination: Path) -> None:
         with self._reader() as conn:
             maintenance.backup(conn, destination)
+
+    def file_warnings(self) -> list[str]:
+        """The database file, the files beside it and its folder, where others may read or write them."""
+        return files.open_to_others([*connection.database_files(self.path), self.path.absolute().parent])
 

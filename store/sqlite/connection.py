@@ -1,13 +1,14 @@
 """Opening an SQLite file: connection settings, and read and write transactions.
 
-The binding is apsw: it bundles a current SQLite with FTS5 and can load sqlite-vec on
+The binding is apsw: it bundles a current SQLite (JSON1, math functions) and can load sqlite-vec on
 Pythons whose stdlib ``sqlite3`` cannot (macOS system Python, many pyenv builds).
 The schema and its migrations live in ``store.sqlite.schema``.
 
 Every failure to open a file becomes a ``TrimemError`` that names the file and the way
 out, so neither the CLI nor a tool result ever shows a driver traceback, and a file that
 is not trimem's is never changed. A disk with no space left says so (``DiskFull``), on
-opening as on writing.
+opening as on writing. A database made here, and the folder made for it, are their owner's
+alone (``store.files``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 import apsw
 import sqlite_vec
 
-from ..errors import DiskFull, InvalidArgument, SchemaMismatch, TrimemError
+from .. import files
+from ..errors import DiskFull, InvalidArgument, SchemaMismatch, TrimemError, unwritable
 
 BUSY_TIMEOUT_MS = 10_000
 WRITE_RETRIES = 8
@@ -149,7 +151,7 @@ def connect(path: Path, *, create: bool = True) -> apsw.Connection:
     if not create and (not path.exists() or path.stat().st_size == 0):  # nothing SQLite wrote yet
         raise no_database_error(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        files.make_folder(path.parent)
     except OSError as exc:
         raise InvalidArgument(
             f"cannot create the folder {path.parent} for the database ({exc.strerror}); "
@@ -161,6 +163,8 @@ def connect(path: Path, *, create: bool = True) -> apsw.Connection:
     if read_only:
         return _open(str(path), apsw.SQLITE_OPEN_READONLY, READ_ONLY_SETTINGS, path)
     new = not path.exists()
+    if new:  # so ``create``: a missing file without it was refused above
+        _make_private(path)
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
     try:
         return _open(str(path), flags, CONNECTION_SETTINGS, path)
@@ -168,6 +172,17 @@ def connect(path: Path, *, create: bool = True) -> apsw.Connection:
         if new or not _wal_holds_nothing(path):
             raise
         return _open(_snapshot_uri(path), SNAPSHOT_FLAGS, READ_ONLY_SETTINGS, path)
+
+
+def _make_private(path: Path) -> None:
+    """Create the database file, empty and 0600, for SQLite to open: SQLite would make it 0644
+    under the usual umask, and it gives the -wal, -shm and -journal beside it the file's mode."""
+    try:
+        os.close(files.create_private(path))
+    except FileExistsError:  # another process made it a moment ago: its mode is that process's
+        pass
+    except OSError as exc:
+        raise unwritable(path, exc, "the database ") from None
 
 
 def _open(
@@ -218,11 +233,16 @@ def _wal_holds_nothing(path: Path) -> bool:
     return not wal.exists() or wal.stat().st_size == 0
 
 
+def database_files(path: Path) -> list[Path]:
+    """The database file and those SQLite keeps beside it (the WAL, its index, the rollback journal)."""
+    return [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
+
+
 def remove_database_files(path: Path) -> None:
     """Remove a database file this process made, and the files SQLite made beside it."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for file in database_files(path):
         with contextlib.suppress(OSError):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+            file.unlink(missing_ok=True)
 
 
 def disk_full(conn: apsw.Connection, exc: apsw.Error) -> bool:

@@ -20,6 +20,7 @@ from pathlib import Path
 import apsw
 import numpy as np
 
+from .. import files
 from ..backend import MemoryRow
 from ..embeddings import Embedder
 from ..errors import DiskFull, InvalidArgument, TrimemError, unwritable
@@ -232,11 +233,12 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
     appears at ``destination`` only when complete (it is written beside it under a
     temporary name, then renamed; a failure, a full disk included, leaves nothing). An
     existing file is never overwritten, and the live database or its ``-wal``/``-shm``
-    files are refused as destinations.
+    files are refused as destinations. The copy, like the database, is its owner's alone
+    (0600: ``store.files``).
     """
     destination = Path(destination).expanduser().absolute()
     source = Path(conn.db_filename("main")).absolute()
-    live = {source, *(Path(f"{source}{suffix}") for suffix in ("-wal", "-shm", "-journal"))}
+    live = connection.database_files(source)
     if destination.resolve() in {path.resolve() for path in live}:
         raise InvalidArgument(f"{destination} is the live database; back up to another file")
     if destination.exists():
@@ -248,7 +250,8 @@ def backup(conn: apsw.Connection, destination: Path) -> None:
         )
     partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
     try:
-        destination.parent.mkdir(parents=True, exist_ok=True)
+        files.make_folder(destination.parent)
+        os.close(files.create_private(partial))  # SQLite would make it 0644, and its journal the same
         _copy(conn, partial, destination)
     except OSError as exc:
         raise unwritable(destination, exc, "the backup ") from None
