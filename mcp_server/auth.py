@@ -58,7 +58,10 @@ def _end_of(day: str | None) -> int | None:
 
 
 def _claims(info: TokenInfo) -> dict[str, Any]:
-    return {"name": info.name, "admin": info.admin, **{key: getattr(info, key) for key in SCOPE_ARGUMENTS}}
+    """What the rest of the request needs of the token: its name and scope for the tool calls, and
+    the mark ``trimem token clear-sessions`` leaves for the session cap (``limits.SessionCap``)."""
+    return {"name": info.name, "admin": info.admin, "sessions_cleared_at": info.sessions_cleared_at,
+            **{key: getattr(info, key) for key in SCOPE_ARGUMENTS}}
 
 
 def caller() -> dict[str, Any] | None:

@@ -382,6 +382,18 @@ def token_revoke(config: Config, name_or_prefix: str) -> None:
     click.echo(f"revoked token {revoked.name!r} ({revoked.prefix}…)", err=True)
 
 
+@token.command("clear-sessions")
+@click.argument("name_or_prefix", metavar="NAME|PREFIX")
+@click.pass_obj
+def token_clear_sessions(config: Config, name_or_prefix: str) -> None:
+    """End a token's open sessions on every server on this database, from its next request: for an
+    agent that restarted and lost its session ids. The token stays valid."""
+    with open_engine(config) as engine:
+        cleared = engine.tokens.clear_sessions(name_or_prefix)
+    click.echo(f"cleared the sessions of token {cleared.name!r} ({cleared.prefix}…): each server ends those opened "
+               "before now on the token's next request", err=True)
+
+
 def exit_on_stop_signals() -> None:
     """End the stdio server at once on Ctrl-C or SIGTERM, with status 0.
 

@@ -23,6 +23,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 from . import default_scope, named_scope, replies, schemas
 from .access_log import TEXT_ARGUMENTS, record, result_count
 from .auth import SCOPE_ARGUMENTS, StoreTokenVerifier, caller, token_scope
+from .limits import RateBudget, token_key
 from .models import (
     AddOutput,
     DeletedCount,
@@ -208,10 +210,17 @@ def lifespan(
     return run
 
 
-def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool) -> Callable[..., Any]:
+def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool, budget: RateBudget | None = None,
+            per_memory: bool = False) -> Callable[..., Any]:
     """``fn`` as the server calls it: in the calling token's scope (``auth.token_scope``), in a
     worker thread under the configured time limit, logged (``access_log``), and with the
     engine's refusals as tool errors that show the engine's message.
+
+    ``per_memory``: the call costs the token's rate ``budget`` one unit per memory it returns,
+    not one per request (the request paid the first; ``limits.RateBudget``). It is charged once
+    the call has succeeded, so a refused or stopped call costs only its request, and it may run
+    the bucket into debt: the token's next requests wait until it is paid back (429 with
+    ``Retry-After``), and a call that finds it in debt already is refused with the wait.
 
     The SDK shows a ``ToolError``'s text to the model but hides other exceptions' text
     (logging them as crashes), and ``TrimemError`` messages are written for the model:
@@ -226,15 +235,20 @@ def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool) ->
     async def call(**arguments: Any) -> Any:
         started, status, count = time.perf_counter(), "error", 0
         token = caller()
+        access = get_access_token() if budget is not None and per_memory else None
         scope = {key: arguments[key] for key in SCOPE_ARGUMENTS if arguments.get(key) is not None}  # as asked
         try:
             arguments = token_scope(arguments, must_name=must_name)
             scope = default_scope(config, *(arguments.get(key) for key in SCOPE_ARGUMENTS))
+            if access is not None and (wait := budget.charge(token_key(access), 0)):
+                raise ToolError(budget.refused(wait))
             with anyio.fail_after(timeout):
                 output = await anyio.to_thread.run_sync(
                     functools.partial(stoppable, fn, arguments, anyio.get_cancelled_exc_class()), abandon_on_cancel=True
                 )
             status, count = "ok", result_count(output)
+            if access is not None:
+                budget.charge(token_key(access), count - 1)
             return output
         except TimeoutError:
             status = "timeout"
@@ -317,11 +331,12 @@ class TrimemServer(MCPServer[State]):
 
 def build_server(
     config: Config, open_engine: "Callable[[Config], Engine] | None" = None, *, auth: AuthSettings | None = None,
-    access_log: bool = False,
+    access_log: bool = False, budget: RateBudget | None = None,
 ) -> TrimemServer:
     """The MCP server for ``config``; ``open_engine`` lets tests share loaded models. With
     ``auth``, HTTP requests need a token of the store (``StoreTokenVerifier``) and each tool
-    call acts in its scope; ``access_log`` logs every call (``access_log.py``)."""
+    call acts in its scope; ``access_log`` logs every call (``access_log.py``); ``budget`` is
+    the HTTP service's rate per token, which an add charges per memory (``serving``)."""
     running = Running()
     server = TrimemServer(
         "trimem",
@@ -358,8 +373,9 @@ def build_server(
         def register(fn: ToolFn) -> ToolFn:
             # cleandoc: clients show the description as is, indentation included.
             description = inspect.cleandoc(fn.__doc__ or "")
-            server.add_tool(serving(fn, config, must_name=fn.__name__ == "delete_all_memories", access_log=access_log),
-                            description=description, annotations=hints, structured_output=True)
+            served = serving(fn, config, must_name=fn.__name__ == "delete_all_memories", access_log=access_log,
+                             budget=budget, per_memory=fn.__name__ == "add_memory")
+            server.add_tool(served, description=description, annotations=hints, structured_output=True)
             return fn
 
         return register

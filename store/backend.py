@@ -159,6 +159,9 @@ class TokenRow:
     expires_on: str | None
     """The last UTC day the token is accepted; ``None``: until revoked."""
     last_used_at: str | None
+    sessions_cleared_at: str | None
+    """When ``trimem token clear-sessions`` last ended the token's sessions; each server ends those
+    opened before it on the token's next request (``None``: never)."""
 
 
 IdSource = Literal["memories", "history"]
@@ -336,6 +339,8 @@ class Transaction(Snapshot, Protocol):
         """Remove a token: from the next request on, it is refused."""
     def touch_token(self, name: str, used_at: str) -> None:
         """Record when a token was last used."""
+    def clear_token_sessions(self, name: str, cleared_at: str) -> None:
+        """Record that the token's sessions opened before ``cleared_at`` are to end."""
 
 
 class Backend(Protocol):

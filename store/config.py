@@ -102,6 +102,10 @@ class ServiceConfig:
     max_body_bytes: int
     rate_per_second: float
     rate_burst: int
+    failed_auth_per_second: float
+    failed_auth_burst: int
+    failed_auth_total_per_second: float
+    failed_auth_total_burst: int
     max_sessions_per_token: int
     session_idle_seconds: int
     tool_timeout_seconds: float
@@ -355,12 +359,12 @@ def _check(config: Config) -> None:
         ("search", "overfetch_factor"), ("search", "overfetch_minimum"),
         ("server", "max_result_chars"), ("store", "inference_threads"), ("store", "database_pool_size"),
         ("service", "max_body_bytes"), ("service", "rate_burst"), ("service", "max_sessions_per_token"),
-        ("service", "session_idle_seconds"),
+        ("service", "session_idle_seconds"), ("service", "failed_auth_burst"), ("service", "failed_auth_total_burst"),
     ):
         value = getattr(getattr(config, section), name)
         if value < 1:
             raise _refuse(section, name, value, "it must be a whole number of at least 1")
-    for name in ("rate_per_second", "tool_timeout_seconds"):
+    for name in ("rate_per_second", "failed_auth_per_second", "failed_auth_total_per_second", "tool_timeout_seconds"):
         if getattr(config.service, name) <= 0:
             raise _refuse("service", name, getattr(config.service, name), "it must be more than 0")
     for name in ("resource_url", "issuer_url"):

@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .backend import MemoryRow
+from .backend import MemoryRow, TokenRow
 from .scope import SCOPE_KEYS, Scope
 
 MEMORY_COLUMNS = tuple(field.name for field in dataclasses.fields(MemoryRow))
 """The columns every backend stores a ``MemoryRow`` in, in its order."""
+TOKEN_COLUMNS = tuple(field.name for field in dataclasses.fields(TokenRow))
+"""The columns of the ``tokens`` table, in the order of ``TokenRow``."""
 
 
 def memory_columns(alias: str = "") -> str:

@@ -9,6 +9,7 @@ can tell tokens apart and revoke one by it. Each request is checked against the 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import re
@@ -42,6 +43,8 @@ class TokenInfo:
     created_at: str
     expires_on: str | None
     last_used_at: str | None
+    sessions_cleared_at: str | None
+    """When ``clear_sessions`` last ended its sessions: servers end those opened before it."""
 
     @property
     def scope(self) -> Scope:
@@ -66,7 +69,7 @@ def _info(row: TokenRow) -> TokenInfo:
     return TokenInfo(
         name=row.name, prefix=row.prefix, user_id=row.user_id or None, agent_id=row.agent_id or None,
         run_id=row.run_id or None, admin=row.admin, created_at=row.created_at, expires_on=row.expires_on,
-        last_used_at=row.last_used_at,
+        last_used_at=row.last_used_at, sessions_cleared_at=row.sessions_cleared_at,
     )
 
 
@@ -112,7 +115,7 @@ class Tokens:
         row = TokenRow(
             name=name or secret[:PREFIX_CHARS], prefix=secret[:PREFIX_CHARS], hash=token_hash(secret),
             user_id=scope.user_id, agent_id=scope.agent_id, run_id=scope.run_id, admin=admin, created_at=now(),
-            expires_on=expires_on, last_used_at=None,
+            expires_on=expires_on, last_used_at=None, sessions_cleared_at=None,
         )
         self._check_writable()
         with self.backend.transaction() as txn:
@@ -131,21 +134,24 @@ class Tokens:
         """Remove the token with this name, or the one whose prefix starts with this (``tm_…``)."""
         self._check_writable()
         with self.backend.transaction() as txn:
-            rows = txn.list_tokens()
-            matches = [row for row in rows if row.name == name_or_prefix]
-            if not matches and name_or_prefix.startswith(TOKEN_MARK):  # a prefix, or the whole secret
-                matches = [row for row in rows if row.hash == token_hash(name_or_prefix)] or [
-                    row for row in rows if len(name_or_prefix) <= PREFIX_CHARS and row.prefix.startswith(name_or_prefix)
-                ]
-            if not matches:
-                raise NotFound(f"no token is named or starts with {shown(name_or_prefix)}; `trimem token list` "
-                               "shows them")
-            if len(matches) > 1:
-                names = ", ".join(repr(row.name) for row in matches)
-                raise InvalidArgument(f"{shown(name_or_prefix)} starts {len(matches)} tokens ({names}); revoke one "
-                                      "by its name")
-            txn.delete_token(matches[0].name)
-        return _info(matches[0])
+            row = _named(txn.list_tokens(), name_or_prefix)
+            txn.delete_token(row.name)
+        return _info(row)
+
+    def clear_sessions(self, name_or_prefix: str) -> TokenInfo:
+        """End every session the token (named as for ``revoke``) holds open, on every server of the
+        store: for a client that restarted and lost its session ids. The token stays valid.
+
+        Sessions live in each server's memory, so this records a mark with the token; each server
+        reads it with the token on its next request and ends the sessions it holds for the token
+        that were opened before the mark (``mcp_server.limits.SessionCap``).
+        """
+        self._check_writable()
+        moment = now()
+        with self.backend.transaction() as txn:
+            row = _named(txn.list_tokens(), name_or_prefix)
+            txn.clear_token_sessions(row.name, moment)
+        return _info(dataclasses.replace(row, sessions_cleared_at=moment))
 
     def verify(self, secret: str) -> TokenInfo | None:
         """The token ``secret`` is, when it is stored and has not expired; ``None`` otherwise.
@@ -167,6 +173,22 @@ class Tokens:
     def _check_writable(self) -> None:
         if self.backend.read_only:
             raise self.backend.refuse_write()
+
+
+def _named(rows: list[TokenRow], name_or_prefix: str) -> TokenRow:
+    """The one token of ``rows`` with this name, or whose prefix starts with this, or whose secret this is."""
+    matches = [row for row in rows if row.name == name_or_prefix]
+    if not matches and name_or_prefix.startswith(TOKEN_MARK):  # a prefix, or the whole secret
+        matches = [row for row in rows if row.hash == token_hash(name_or_prefix)] or [
+            row for row in rows if len(name_or_prefix) <= PREFIX_CHARS and row.prefix.startswith(name_or_prefix)
+        ]
+    if not matches:
+        raise NotFound(f"no token is named or starts with {shown(name_or_prefix)}; `trimem token list` shows them")
+    if len(matches) > 1:
+        names = ", ".join(repr(row.name) for row in matches)
+        raise InvalidArgument(f"{shown(name_or_prefix)} starts {len(matches)} tokens ({names}); give the name of "
+                              "the one you mean")
+    return matches[0]
 
 
 def _seconds_between(earlier: str, later: str) -> float:

@@ -135,7 +135,20 @@ def m002_tokens(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute(tokens_sql())
 
 
-MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (m001_initial, m002_tokens)
+def token_sessions_sql() -> str:
+    """The third migration's SQL (``docs/schema.md`` shows it)."""
+    return f"ALTER TABLE tokens ADD COLUMN sessions_cleared_at {TEXT};"
+
+
+def m003_token_sessions_cleared(conn: psycopg.Connection, dimension: int) -> None:
+    """When ``trimem token clear-sessions`` last ended a token's sessions: sessions live in each
+    server's memory, so every server reads this mark with the token and ends those opened before it."""
+    conn.execute(token_sessions_sql())
+
+
+MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (
+    m001_initial, m002_tokens, m003_token_sessions_cleared,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

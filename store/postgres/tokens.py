@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from ..backend import TokenRow
+from ..sqltext import TOKEN_COLUMNS
 from .sql import Statements
 
-TOKEN_COLUMNS = ("name", "prefix", "hash", "user_id", "agent_id", "run_id", "admin", "created_at", "expires_on",
-                 "last_used_at")
 _SELECT = f"SELECT {', '.join(TOKEN_COLUMNS)} FROM tokens"
 
 
@@ -34,3 +33,6 @@ class TokenWrites(Statements):
 
     def touch_token(self, name: str, used_at: str) -> None:
         self.conn.execute("UPDATE tokens SET last_used_at = %s WHERE name = %s", (used_at, name))
+
+    def clear_token_sessions(self, name: str, cleared_at: str) -> None:
+        self.conn.execute("UPDATE tokens SET sessions_cleared_at = %s WHERE name = %s", (cleared_at, name))

@@ -213,8 +213,15 @@ def m005_keyword_postings(conn: apsw.Connection, dimension: int) -> None:
     )
 
 
+def m006_token_sessions_cleared(conn: apsw.Connection, dimension: int) -> None:
+    """When ``trimem token clear-sessions`` last ended a token's sessions: sessions live in each
+    server's memory, so every server reads this mark with the token and ends those opened before it."""
+    conn.execute("ALTER TABLE tokens ADD COLUMN sessions_cleared_at TEXT")
+
+
 MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (
     m001_initial, m002_expiry_index, m003_restore_event, m004_tokens, m005_keyword_postings,
+    m006_token_sessions_cleared,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

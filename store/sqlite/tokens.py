@@ -6,10 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..backend import TokenRow
+from ..sqltext import TOKEN_COLUMNS
 from .sql import Statements, marks
 
-TOKEN_COLUMNS = ("name", "prefix", "hash", "user_id", "agent_id", "run_id", "admin", "created_at", "expires_on",
-                 "last_used_at")
 _SELECT = f"SELECT {', '.join(TOKEN_COLUMNS)} FROM tokens"
 
 
@@ -42,3 +41,6 @@ class TokenWrites(Statements):
 
     def touch_token(self, name: str, used_at: str) -> None:
         self.conn.execute("UPDATE tokens SET last_used_at = ? WHERE name = ?", (used_at, name))
+
+    def clear_token_sessions(self, name: str, cleared_at: str) -> None:
+        self.conn.execute("UPDATE tokens SET sessions_cleared_at = ? WHERE name = ?", (cleared_at, name))
