@@ -58,7 +58,7 @@ SEARCH_ORDER = (
     "query embedding",
     "lemmatize + entities",
     "vector KNN",
-    "FTS5",
+    "keywords (BM25)",
     "entity lookup",
     "fusion + assembly",
 )
@@ -320,7 +320,7 @@ class DeleteRun:
 
 def measure_delete_all(base: Config, embedder: Embedder, nlp: NLP, count: int) -> DeleteRun:
     """Build ``count`` memories (``Replay`` models, real SQL) in a fresh file, then time one
-    ``delete_all`` of the scope: every row, vector, FTS row, link, entity and history event."""
+    ``delete_all`` of the scope: every row, vector, keyword posting, link, entity and history event."""
     base_of = variants(locomo.load(), count)
     replay = Replay(embedder, nlp, base_of)
     path = report.RESULTS / "speed-delete.db"
@@ -519,14 +519,14 @@ closed (WAL checkpointed).
 
 Into an empty database: single `Engine.add` calls (a text each), then one `Engine.add_many` of 1,000
 texts into an empty scope. "SQL" is the rest of the call: hash look-ups, inserts into the memory, vector,
-FTS, entity and history tables, entity matching, commit.
+keyword postings, entity and history tables, entity matching, commit.
 
 {add_table(adds)}
 
 ### Forget a scope
 
-One `Engine.delete_all` of a scope built as above, in one transaction: each memory's row, vector, FTS
-row, links and history event, then one pass removing the entities left without links (one pass per
+One `Engine.delete_all` of a scope built as above, in one transaction: each memory's row, vector, keyword
+postings, links and history event, then one pass removing the entities left without links (one pass per
 transaction, not two per deleted memory).
 
 {delete_table(deleted)}

@@ -27,7 +27,7 @@ SEARCH_STAGES = {
     "query embedding": ("embedder", "embed_batch"),
     "lemmatize + entities": ("nlp", "analyze_query"),
     "vector KNN": (SignalReads, "knn_memories"),
-    "FTS5": (SignalReads, "bm25_memories"),
+    "keywords (BM25)": (SignalReads, "bm25_memories"),
     "entity lookup": (retrieval, "entity_boosts"),
     "union distances": (SignalReads, "distances_for"),
 }
