@@ -37,7 +37,7 @@ from unittest import mock
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, metrics, postgres, report  # noqa: E402
+from bench import abstention, locomo, metrics, postgres, report  # noqa: E402
 from store import Config, Engine, clock, load_config, retrieval, scoring  # noqa: E402
 from store.config import MEM0_RANKING  # noqa: E402
 from store.embeddings import Embedder, open_embedder  # noqa: E402
@@ -115,6 +115,8 @@ VARIANTS: tuple[Variant, ...] = (
         "the same as the default when each scope is stored in one sitting; differs with --dated",
     ),
     Variant("trimem without entities", {"use_entities": False}),
+    Variant("trimem without the relevance decision", {"relevance_check": False},
+            "every question gets its top_k, as before the decision (store/relevance.py)"),
     Variant("Mem0, over-fetch whole scope", {**MEM0, "overfetch_factor": 1, "overfetch_minimum": 4096}),
 )
 
@@ -146,6 +148,8 @@ class QualityRun:
     memories: int
     ingest_seconds: float
     failures: list[dict[str, Any]]
+    abstention: abstention.Abstention | None = None
+    """Own and foreign questions asked of the default (``bench/abstention.py``), when it ran."""
 
     def category_counts(self) -> Counter:
         return Counter(question.category for _, question in self.questions)
@@ -394,7 +398,10 @@ def run(
     cases = []
     if failures and any(result.variant.name == REFERENCE for result in results):
         cases = diagnose(base, results, questions, mapping, embedder, nlp)
-    return QualityRun(results, questions, memories, ingest_seconds, cases)
+    asked = None
+    if any(result.variant.name == DEFAULT for result in results):
+        asked = abstention.ask(base, base.replace("search", **MEM0), samples, mapping, embedder, nlp, TOP_K)
+    return QualityRun(results, questions, memories, ingest_seconds, cases, asked)
 
 
 CHECK_SAMPLES = ("conv-42", "conv-43")
@@ -427,8 +434,10 @@ def overall_table(run: QualityRun) -> str:
     rows = []
     for result in run.results:
         overall = result.overall()
-        rows.append([result.variant.name, *(overall[name] for name in metrics.METRICS), result.internal_limit])
-    return report.table(["variant", *metrics.METRICS, "pool"], rows)
+        nothing = sum(not ranked for ranked in result.ranked) / max(len(result.ranked), 1)
+        rows.append([result.variant.name, *(overall[name] for name in metrics.METRICS), nothing,
+                     result.internal_limit])
+    return report.table(["variant", *metrics.METRICS, "nothing", "pool"], rows)
 
 
 def category_tables(run: QualityRun) -> str:
@@ -486,7 +495,8 @@ in {len({sample.sample_id for sample, _ in run.questions})} scopes (one per conv
 Ingest: {run.ingest_seconds:.0f} s. Every variant is an `Engine` with a different `[search]`
 configuration on the same database, sharing one model and one spaCy pipeline; each question is one
 `Engine.search(top_k={TOP_K})` ({searches} searches, {seconds:.0f} s, {1000 * seconds / max(searches, 1):.0f} ms each).
-"pool" is the over-fetch per signal at top_k={TOP_K} (`max(top_k × overfetch_factor, overfetch_minimum)`).
+"pool" is the over-fetch per signal at top_k={TOP_K} (`max(top_k × overfetch_factor, overfetch_minimum)`);
+"nothing" the share of questions answered with no memory at all (the relevance decision).
 With the dev file these are the development conversations, the ones the settings were chosen on
 (the "tune" ones; the "check" ones only confirmed): the default's figures here flatter it.
 
@@ -509,6 +519,28 @@ Each is in `bench/results/{failures}` (worst first), with every evidence memory'
 variant and its semantic similarity, BM25 and entity boost computed over the whole scope.
 
 {failure_summary(run)}
+{abstention_part(run)}"""
+
+
+def abstention_part(run: QualityRun) -> str:
+    """The docs subsection on saying nothing, when the default was asked foreign questions."""
+    if run.abstention is None:
+        return ""
+    return f"""
+### Saying nothing: own and foreign questions
+
+Each conversation is asked its own questions and the next conversation's ("foreign": no memory
+of this scope answers them), by the default search and, for the foreign ones, by Mem0's
+reference (`bench/abstention.py`). "Nothing" is the share answered with no memory at all.
+
+{abstention.summary_table(run.abstention, CHECK_SAMPLES, TOP_K)}
+
+The trade-off of the two floors of `store/relevance.py`, scored from the same searches (a pair
+of floors decides from the best similarity and whether every name the query mentions is
+unknown to the scope; the default is `relevance_floor = 0.3`, `relevance_floor_unknown_names
+= 0.5`). Floors are chosen on the tune conversations; the check ones only confirm.
+
+{abstention.curve_table(run.abstention, CHECK_SAMPLES)}
 """
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from store.records import Explanation, short_id
+from store.relevance import Relevance
 from store.scoring import KEYWORD_SOURCES
 
 from .tables import note, table
@@ -23,9 +24,14 @@ def render(explanation: Explanation, width: int) -> str:
         f"threshold {analysis.threshold:g}; {analysis.internal_limit} candidates per signal "
         f"({analysis.candidate_pool} pool){'; filtered' if analysis.filters_applied else ''}",
     )
+    if explanation.relevance is not None:
+        summary = (*summary, relevance_line(explanation.relevance))
     lines = [*(note(line, width) for line in summary), ""]
+    shown = explanation.hits or explanation.withheld
+    if explanation.withheld:
+        lines.append(note("nothing returned; these are the memories it would have returned:", width))
     rows = []
-    for rank, hit in enumerate(explanation.hits, 1):
+    for rank, hit in enumerate(shown, 1):
         parts = hit.details
         rows.append(
             (
@@ -35,7 +41,7 @@ def render(explanation: Explanation, width: int) -> str:
             )
         )
     lines.append(table(COLUMNS, rows, width) if rows else "(no results)")
-    for hit in explanation.hits:
+    for hit in shown:
         if hit.keyword_source not in (None, "own"):
             lines.append(note(f"keywords {short_id(hit.memory.id)}: {KEYWORD_SOURCES[hit.keyword_source]}",
                               width))
@@ -49,3 +55,14 @@ def render(explanation: Explanation, width: int) -> str:
         dropped = [(short_id(d.id), d.reason, f"{d.semantic_score:.3f}", d.text) for d in explanation.dropped]
         lines.extend(["", "dropped:", table(DROPPED_COLUMNS, dropped, width)])
     return "\n".join(lines)
+
+
+def relevance_line(relevance: Relevance) -> str:
+    """The relevance decision in one line: the verdict, the best similarity against its bar, and
+    the names the query mentions with how close the scope's closest stored name is."""
+    best = "no memory" if relevance.best_similarity is None else f"best similarity {relevance.best_similarity:.3f}"
+    verdict = "answerable" if relevance.answerable else "nothing relevant"
+    sign = ">=" if relevance.answerable else "<"
+    names = ", ".join(f"{name} {closeness:.2f}" for name, closeness in relevance.names.items())
+    why = "; no name it mentions is known here" if relevance.unknown_names else ""
+    return f"relevance: {verdict} ({best} {sign} bar {relevance.bar:g}{why}){f'; names: {names}' if names else ''}"

@@ -25,6 +25,7 @@ from store.records import (
     QueryAnalysis,
     SearchHit,
 )
+from store.relevance import Relevance
 from store.scoring import KEYWORD_SOURCES, KeywordSource, ScoreBreakdown
 
 
@@ -134,22 +135,35 @@ class ExplainOutput(BaseModel):
     )
     dropped: list[DroppedOut] = Field(description="Candidates left out and why, at most top_k of them.")
     dropped_total: int = Field(description="How many candidates were dropped in all.")
+    relevance: Relevance | None = Field(
+        description="Whether the query was judged to have an answer here: the best similarity in meaning "
+        "against the bar it needed (higher when the query names people or things none of which is known "
+        "here). Null when not judged (ranking 'mem0', or a threshold passed by the caller)."
+    )
+    withheld: list[ExplainedMemory] = Field(
+        description="When judged to have no answer: the memories search would have returned, which it withheld "
+        "(results is then empty)."
+    )
 
     @classmethod
     def of(cls, explanation: Explanation, max_chars: int, max_dropped: int) -> ExplainOutput:
-        results = [
-            ExplainedMemory.of_hit(
-                hit, max_chars, score_parts=hit.details, entity_match=hit.entity_match,
-                keyword_source=hit.keyword_source,
-            )
-            for hit in explanation.hits
-        ]
+        def explained(hits: list[SearchHit]) -> list[ExplainedMemory]:
+            return [
+                ExplainedMemory.of_hit(
+                    hit, max_chars, score_parts=hit.details, entity_match=hit.entity_match,
+                    keyword_source=hit.keyword_source,
+                )
+                for hit in hits
+            ]
+
         dropped = []
         for candidate in explanation.dropped[:max_dropped]:
             text, truncated = cap(candidate.text, max_chars)
             dropped.append(DroppedOut(**{**dataclasses.asdict(candidate), "text": text, "truncated": truncated}))
         return cls(
-            results=results, analysis=explanation.analysis, dropped=dropped, dropped_total=len(explanation.dropped)
+            results=explained(explanation.hits), analysis=explanation.analysis, dropped=dropped,
+            dropped_total=len(explanation.dropped), relevance=explanation.relevance,
+            withheld=explained(explanation.withheld),
         )
 
 

@@ -67,9 +67,13 @@ def memories(count: int) -> str:
     return f"{count} {'memory' if count == 1 else 'memories'}"
 
 
+NOTHING_RELEVANT = "No stored memory is relevant to this query."
+"""What a search that returns nothing says, on every front end."""
+
+
 def search_text(output: SearchOutput, scope: Mapping[str, str]) -> str:
     if not output.results:
-        return "No stored memory is relevant to this query."
+        return NOTHING_RELEVANT
     return f"{memories(len(output.results))}, best first (id score date text):\n" + memory_lines(
         output.results, scope
     )

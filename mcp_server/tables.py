@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from store.records import short_id
 
 from .models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, SearchOutput
+from .replies import NOTHING_RELEVANT
 
 METADATA_CHARS = 28
 MIN_TEXT_CHARS = 30
@@ -104,7 +105,7 @@ def memory_page(page: MemoryPage, width: int) -> str:
 
 def search_results(output: SearchOutput, width: int) -> str:
     if not output.results:
-        return "no memory relevant enough"
+        return f"{NOTHING_RELEVANT} `trimem search --explain` shows the closest memories and why none was returned."
     rows = [[f"{hit.score:.3f}", *memory_cells(hit)] for hit in output.results]
     return table(("score", *MEMORY_HEADER), rows, width)
 

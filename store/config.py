@@ -38,7 +38,7 @@ KEYWORD_CONTEXT_SHARES: tuple[str, ...] = get_args(KeywordContextShare)
 
 MEM0_RANKING: dict[str, Any] = {
     "candidate_pool": "semantic", "keyword_context": 0.0, "question_keywords": 1.0,
-    "entity_weighting": "mem0", "entity_match": "all",
+    "entity_weighting": "mem0", "entity_match": "all", "relevance_check": False,
 }
 """The ``[search]`` values that reproduce Mem0 exactly; ``ranking = "mem0"`` imposes them."""
 
@@ -72,6 +72,9 @@ class SearchConfig:
     question_keywords: float
     entity_weighting: EntityWeighting
     entity_match: EntityMatching
+    relevance_check: bool
+    relevance_floor: float
+    relevance_floor_unknown_names: float
 
     def resolved(self) -> SearchConfig:
         """The options retrieval runs with: ``ranking = "mem0"`` overrides every departure from
@@ -322,6 +325,9 @@ def _check(config: Config) -> None:
                       f"use one of {', '.join(EMBEDDING_BACKENDS)}")
     if not 0.0 <= search.threshold <= 1.0:
         raise _refuse("search", "threshold", search.threshold, "it must be between 0 and 1; 0.1 is the default")
+    for name in ("relevance_floor", "relevance_floor_unknown_names"):
+        if not 0.0 <= getattr(search, name) <= 1.0:
+            raise _refuse("search", name, getattr(search, name), "it must be a similarity between 0 and 1")
     if search.candidate_pool not in ("semantic", "union"):
         raise _refuse("search", "candidate_pool", search.candidate_pool, "use 'semantic' or 'union'")
     if search.ranking not in RANKINGS:

@@ -649,6 +649,7 @@ class Engine:
             filters=parse_filters(filters),
             show_expired=bool(show_expired),
             options=options,
+            own_threshold=threshold is not None,
         )
         prepared = retrieval.prepare(query, self.nlp, self.embedder, self._names, options, self._side)
         with self.backend.snapshot() as view:

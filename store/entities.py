@@ -51,6 +51,11 @@ class Entity:
     "proper_noun", "quoted_text", "identifier", "noun_compound"."""
 
 
+TOPIC = "noun_compound"
+"""The entity type of a topic ("support group", "pizza place"): every other type names
+someone or something (a person, a place, a product, a quoted title, an identifier)."""
+
+
 def normalize_entity(text: str) -> str:
     """Return the linking key for an entity: lower-case, single spaces, stripped.
 
@@ -405,7 +410,7 @@ def _ner_spans(doc: Doc, vocabulary: Vocabulary) -> Iterable[tuple[int, str, str
 
 
 # Dedup priority: lower wins when the same normalised text has several types.
-_TYPE_PRIORITY = {"identifier": 1, "proper_noun": 2, "noun_compound": 3, "quoted_text": 4}
+_TYPE_PRIORITY = {"identifier": 1, "proper_noun": 2, TOPIC: 3, "quoted_text": 4}
 
 
 def _is_bad_entity(text: str, etype: str) -> bool:
@@ -464,7 +469,7 @@ def extract(doc: Doc, vocabulary: Vocabulary = Vocabulary()) -> tuple[Entity, ..
         try:
             for start, span_text in _noun_compounds(doc):
                 if not overlaps_identifier(start, len(span_text)):
-                    cands.append((start, _TYPE_PRIORITY["noun_compound"], "noun_compound", span_text))
+                    cands.append((start, _TYPE_PRIORITY[TOPIC], TOPIC, span_text))
         except (NotImplementedError, ValueError):
             pass  # a configured pipeline whose language has no noun_chunks
 
@@ -490,13 +495,13 @@ def extract(doc: Doc, vocabulary: Vocabulary = Vocabulary()) -> tuple[Entity, ..
     patterns = {k: re.compile(rf"(?<!\w){re.escape(k)}(?!\w)") for k in keys}
     # A topic does not swallow a name or code inside it: "Google contract" keeps "Google",
     # so a query about the contract still meets memories about Google.
-    swallowers = [k for k in keys if best[k][2] != "noun_compound"]
+    swallowers = [k for k in keys if best[k][2] != TOPIC]
     kept = [
         k
         for k in keys
         if not any(
             o != k and len(o) > len(k) and patterns[k].search(o)
-            for o in (swallowers if best[k][2] != "noun_compound" else keys)
+            for o in (swallowers if best[k][2] != TOPIC else keys)
         )
     ]
     return tuple(Entity(text=best[k][3], normalized=k, entity_type=best[k][2]) for k in kept[:MAX_ENTITIES])

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from .relevance import Relevance
 from .scoring import KeywordSource, ScoreBreakdown
 
 SHORT_ID_CHARS = 8
@@ -125,6 +126,12 @@ class Explanation:
     hits: list[SearchHit]
     analysis: QueryAnalysis
     dropped: list[DroppedCandidate]
+    relevance: Relevance | None = None
+    """Whether the query was judged to have an answer in the scope, and by what figures
+    (``None``: not judged, as with ``ranking = "mem0"`` or a caller's own threshold)."""
+    withheld: list[SearchHit] = field(default_factory=list)
+    """When it was judged to have none: the memories the search would have returned, which it
+    withheld (``hits`` is then empty)."""
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import clock, scoring
+from . import clock, relevance, scoring
 from .backend import Snapshot, to_memory
 from .config import SearchConfig
 from .embeddings import Embedder, NameVectors
-from .entities import normalize_entity
+from .entities import TOPIC, normalize_entity
 from .filters import Filter
 from .nlp import NLP
 from .records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit
@@ -41,6 +41,10 @@ class PreparedQuery:
     entities: list[str]
     embedding: np.ndarray
     entity_embeddings: np.ndarray
+    names: frozenset[str] = frozenset()
+    """The entities that name someone or something, as written with a capital (not a topic such
+    as "support group", nor a lower-case word the tagger took for one): the relevance decision
+    asks whether the scope knows them."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class SearchRequest:
     filters: Filter | None
     show_expired: bool
     options: SearchConfig
+    own_threshold: bool = False
+    """The caller passed its threshold: its bar replaces the relevance decision (``judged``)."""
     on: str = field(default_factory=lambda: clock.today())
     """The day the search runs (UTC), read once so every signal agrees."""
 
@@ -64,6 +70,11 @@ class SearchRequest:
     def __post_init__(self) -> None:
         # Every signal reads the resolved options, so ``ranking = "mem0"`` cannot be half applied.
         object.__setattr__(self, "options", self.options.resolved())
+
+    @property
+    def judged(self) -> bool:
+        """Whether the query's relevance is judged before anything is returned (``store.relevance``)."""
+        return self.options.relevance_check and not self.own_threshold
 
     @property
     def internal_limit(self) -> int:
@@ -80,6 +91,8 @@ class Signals:
     entity_active: bool
     entity_matches: dict[int, EntityMatch] = field(default_factory=dict)
     keyword_sources: dict[int, scoring.KeywordSource] = field(default_factory=dict)
+    names: dict[str, float] = field(default_factory=dict)
+    """Each query entity, and how close the scope's closest stored entity is (``name_closeness``)."""
 
 
 # --- 1. prepare -------------------------------------------------------------------------
@@ -94,10 +107,13 @@ def prepare(
     query_vector = side.submit(embedder.embed_batch, [query])
     analysis = nlp.analyze_query(query, entities=options.use_entities)
     entities: list[str] = []
+    named: set[str] = set()
     if options.use_entities:
         for entity in analysis.entities:
             if entity.normalized and entity.normalized not in entities:
                 entities.append(entity.normalized)
+            if entity.entity_type != TOPIC and not entity.text.islower():  # "diet" is no name, even tagged ORG
+                named.add(entity.normalized)
         entities = entities[: scoring.MAX_QUERY_ENTITIES]
     entity_vectors = names.embed(entities)
     return PreparedQuery(
@@ -105,6 +121,7 @@ def prepare(
         entities=entities,
         embedding=query_vector.result()[0],
         entity_embeddings=entity_vectors,
+        names=frozenset(named.intersection(entities)),
     )
 
 
@@ -128,7 +145,7 @@ def gather_signals(snapshot: Snapshot, prepared: PreparedQuery, request: SearchR
     # of the entity signal's own.
     union = request.options.candidate_pool == "union"
     reachable = list(dict.fromkeys([*distances, *bm25_raw])) if union else list(distances)
-    boosts, matches, entity_active = entity_boosts(snapshot, prepared, request, reachable, limit if union else 0)
+    boosts, matches, entity_active, names = entity_boosts(snapshot, prepared, request, reachable, limit if union else 0)
     if union:
         # Score keyword and entity hits that fell outside the vector over-fetch exactly,
         # instead of dropping them; they still face the semantic gate.
@@ -136,7 +153,7 @@ def gather_signals(snapshot: Snapshot, prepared: PreparedQuery, request: SearchR
         if missing and len(distances) >= limit:
             missing = reachable_outside_pool(prepared, request, distances, missing, bm25_raw, boosts, entity_active)
         distances.update(snapshot.distances_for(prepared.embedding, missing, request.scope))
-    return Signals(distances, bm25_raw, boosts, entity_active, matches, keywords.source)
+    return Signals(distances, bm25_raw, boosts, entity_active, matches, keywords.source, names)
 
 
 def reachable_outside_pool(
@@ -200,9 +217,10 @@ def entity_boosts(
     request: SearchRequest,
     among: list[int] | None,
     room: int = 0,
-) -> tuple[dict[int, float], dict[int, EntityMatch], bool]:
-    """Each memory's largest boost from stored entities similar to a query entity, and whether
-    any memory in scope got one (Mem0's test for the entity share of the denominator).
+) -> tuple[dict[int, float], dict[int, EntityMatch], bool, dict[str, float]]:
+    """Each memory's largest boost from stored entities similar to a query entity, whether
+    any memory in scope got one (Mem0's test for the entity share of the denominator), and
+    how close each query entity's closest stored entity is (``name_closeness``).
     With ``entity_match = "names"`` a query entity boosts through its most similar stored
     entity and the longer names that hold its words, counted as one entity; with "best"
     through the most similar one only; with "all" (Mem0) through every one above the match
@@ -216,6 +234,7 @@ def entity_boosts(
     """
     best: dict[int, float] = {}
     matches: dict[int, EntityMatch] = {}
+    names_known: dict[str, float] = {}
     active = False
     by_rarity = request.options.entity_weighting == "rarity"
     scope_count: int | None = None  # read once, when the first entity with links is weighed by rarity
@@ -232,7 +251,9 @@ def entity_boosts(
 
     for query_entity, vector in zip(prepared.entities, prepared.entity_embeddings):
         hits = snapshot.knn_entities(vector, request.scope, scoring.ENTITY_SEARCH_LIMIT)
-        scored = ((entity_id, text, scoring.similarity_from_distance(distance)) for entity_id, text, distance in hits)
+        scored = [(entity_id, text, scoring.similarity_from_distance(distance)) for entity_id, text, distance in hits]
+        if query_entity in prepared.names:
+            names_known[query_entity] = name_closeness(query_entity, [(text, similarity) for _, text, similarity in scored])
         similar = {
             entity_id: (text, similarity)
             for entity_id, text, similarity in scored
@@ -279,7 +300,16 @@ def entity_boosts(
         if chosen:
             _, links, _ = snapshot.entity_links(list(chosen), request.scope, filters, on)
             keep(links, chosen)
-    return best, matches, active
+    return best, matches, active, names_known
+
+
+def name_closeness(query_entity: str, stored: Sequence[tuple[str, float]]) -> float:
+    """How well the scope knows a name the query mentions: 1.0 when a stored entity holds all its
+    words ("Atlas" in "Project Atlas"), else the similarity of the closest stored entity."""
+    words = set(normalize_entity(query_entity).split())
+    if words and any(words <= set(normalize_entity(text).split()) for text, _ in stored):
+        return 1.0
+    return max((similarity for _, similarity in stored), default=0.0)
 
 
 def longer_names(similar: dict[int, tuple[str, float]], name: str) -> list[int]:
@@ -311,8 +341,11 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
         semantic, signals.bm25_raw, params, signals.boosts, request.threshold, request.top_k,
         entity_active=signals.entity_active,
     )
-    # Rows are read for what is returned: the ranked memories, and for explain the dropped ones.
-    shown = [rowid for rowid, _ in fusion.ranked] + ([rowid for rowid, _ in fusion.below_threshold] if explain else [])
+    decision = judge_relevance(semantic, signals.names, len(prepared.terms), request)
+    # Rows are read for what is returned: the ranked memories (for explain, also those withheld
+    # when the query has no answer), and for explain the dropped ones.
+    ranked = fusion.ranked if decision is None or decision.answerable or explain else []
+    shown = [rowid for rowid, _ in ranked] + ([rowid for rowid, _ in fusion.below_threshold] if explain else [])
     rows = snapshot.memories_by_rowid(shown, request.scope)
     dropped: list[DroppedCandidate] = []
     if explain:
@@ -330,8 +363,11 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
             entity_match=signals.entity_matches.get(rowid) if explain else None,
             keyword_source=signals.keyword_sources.get(rowid) if explain and breakdown.bm25_score else None,
         )
-        for rowid, breakdown in fusion.ranked
+        for rowid, breakdown in ranked
     ]
+    withheld: list[SearchHit] = []
+    if decision is not None and not decision.answerable:
+        hits, withheld = [], hits
     analysis = QueryAnalysis(
         lemmatized_terms=prepared.terms,
         term_count=len(prepared.terms),
@@ -345,7 +381,20 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
         threshold=request.threshold,
         filters_applied=request.filters is not None,
     )
-    return Explanation(hits=hits, analysis=analysis, dropped=dropped)
+    return Explanation(hits=hits, analysis=analysis, dropped=dropped, relevance=decision, withheld=withheld)
+
+
+def judge_relevance(
+    semantic: Mapping[int, float], names: Mapping[str, float], words: int, request: SearchRequest
+) -> relevance.Relevance | None:
+    """Whether the query has an answer in the scope (``store.relevance``), from the best
+    similarity among the candidates (the nearest memory is always one) and the query's names;
+    ``None`` when the request is not judged (``SearchRequest.judged``)."""
+    if not request.judged:
+        return None
+    options = request.options
+    best = max(semantic.values(), default=None)
+    return relevance.judge(best, names, words, options.relevance_floor, options.relevance_floor_unknown_names)
 
 
 def left_out(

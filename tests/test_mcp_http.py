@@ -55,6 +55,12 @@ def test_streamable_http_serves_the_tools(http_server: str) -> None:
             assert {tool.name for tool in (await client.list_tools()).tools} == set(TOOLS)
             result = await client.call_tool("get_memory", {"memory_id": "no-such-id"})
             assert result.is_error and "not found" in result.content[0].text
+            await client.call_tool("add_memory", {"text": "Ana is allergic to penicillin"})
+            found = await client.call_tool("search_memory", {"query": "penicillin"})
+            assert [hit["text"] for hit in found.structured_content["results"]] == ["Ana is allergic to penicillin"]
+            nothing = await client.call_tool("search_memory", {"query": "What is John's mortgage rate?"})
+            assert nothing.structured_content == {"results": []}
+            assert nothing.content[0].text == "No stored memory is relevant to this query."
 
     anyio.run(scenario)
 

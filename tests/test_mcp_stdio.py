@@ -76,6 +76,17 @@ async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
     assert [(d["text"], d["reason"]) for d in explained["dropped"]] == [("Ana moved to Lisbon in 2023", "filtered")]
     assert explained["dropped_total"] == 1
 
+    # Nothing relevant: no memory, said plainly; explain_search shows why and what it withheld.
+    nothing = await client.call_tool("search_memory", {"query": "What is John's mortgage rate?"})
+    assert not nothing.is_error and nothing.structured_content == {"results": []}
+    assert nothing.content[0].text == "No stored memory is relevant to this query."
+    judged = await call(client, "explain_search", query="What is John's mortgage rate?")
+    assert judged["results"] == [] and judged["relevance"]["answerable"] is False
+    assert judged["relevance"]["unknown_names"] is True and list(judged["relevance"]["names"]) == ["john"]
+    assert judged["relevance"]["best_similarity"] < judged["relevance"]["bar"] == 0.5
+    assert {hit["text"] for hit in judged["withheld"]} <= {"Ana moved to Lisbon in 2023",
+                                                          "Ana's sister Marta lives in Madrid"}
+
     await call(client, "update_memory", memory_id=ana["id"], text="Ana moved to Porto in 2025")
     await call(client, "delete_memory", memory_id=ana["id"])
     events = (await call(client, "memory_history", memory_id=ana["id"]))["events"]

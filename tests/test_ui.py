@@ -188,6 +188,22 @@ def test_search_draws_each_score_as_its_parts_and_reranks_live(
     assert "below the semantic gate" in page.inner_text("details.analysis")
 
 
+def test_a_search_with_no_relevant_memory_says_so_and_shows_why(page: Any, engine: Engine) -> None:
+    query = "What is John's mortgage rate?"
+    explanation = engine.explain(query, user_id=USER)
+    assert explanation.hits == [] and explanation.withheld  # the store does have memories, none relevant
+    page.fill("input[name=q]", query)
+    page.wait_for_selector("p.empty a.why")
+    assert page.inner_text("p.empty").startswith("No stored memory is relevant to this query.")
+    assert page.eval_on_selector("details.analysis", "e => e.open") is False
+    page.click("p.empty a.why")
+    page.wait_for_function("() => document.querySelector('details.analysis').open")
+    shown = page.inner_text("details.analysis")
+    assert "nothing relevant (best similarity" in shown and "names: john" in shown
+    withheld = page.eval_on_selector_all("ol.withheld li.hit", "items => items.map(item => item.dataset.id)")
+    assert withheld == [hit.memory.id for hit in explanation.withheld]
+
+
 def test_browse_lists_the_scope_newest_first_and_filters(page: Any, engine: Engine) -> None:
     listed = [m.id for m in engine.list(user_id=USER)]
     assert page.eval_on_selector_all("li.memory", "items => items.map(i => i.dataset.id)") == listed

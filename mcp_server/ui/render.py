@@ -19,6 +19,8 @@ from typing import Any
 from store.records import Explanation, HistoryEvent, Memory, ScopeCount, SearchHit
 from store.scoring import KEYWORD_SOURCES
 
+from ..explain_table import relevance_line
+from ..replies import NOTHING_RELEVANT
 from ..tables import metadata_value
 
 ID_CHARS = 8
@@ -213,26 +215,45 @@ def analysis(explanation: Explanation) -> str:
         for d in explanation.dropped
     )
     dropped_part = f'<h3>Dropped ({len(explanation.dropped)})</h3><ul class="dropped">{dropped}</ul>' if dropped else ""
+    if explanation.relevance is not None:
+        facts.append(("relevance", escape(relevance_line(explanation.relevance).removeprefix("relevance: "))))
+    withheld = "".join(hit_item(hit) for hit in explanation.withheld)
+    withheld_part = (
+        f'<h3>Withheld ({len(explanation.withheld)}): the closest memories, none close enough</h3>'
+        f'<ol class="hits withheld">{withheld}</ol>' if withheld else ""
+    )
     return (
-        f'<details class="analysis"><summary>How the query was read</summary>'
-        f"{table(facts)}{dropped_part}</details>"
+        f'<details class="analysis" id="explanation"><summary>How the query was read</summary>'
+        f"{table(facts)}{withheld_part}{dropped_part}</details>"
+    )
+
+
+def hit_item(hit: SearchHit) -> str:
+    """One ranked memory: its score with the signals' bars, its text, its line and its score parts."""
+    return (
+        f'<li class="hit memory"{attrs(data_id=hit.memory.id)}>'
+        f'<div class="score"><b>{hit.score:.3f}</b>{bars(hit)}</div>'
+        f'<p class="text">{isolated(hit.memory.text)}</p>{memory_line(hit.memory)}{hit_details(hit)}</li>'
     )
 
 
 def search_results(explanation: Explanation) -> str:
-    hits = "".join(
-        f'<li class="hit memory"{attrs(data_id=hit.memory.id)}>'
-        f'<div class="score"><b>{hit.score:.3f}</b>{bars(hit)}</div>'
-        f'<p class="text">{isolated(hit.memory.text)}</p>{memory_line(hit.memory)}{hit_details(hit)}</li>'
-        for hit in explanation.hits
-    )
+    hits = "".join(hit_item(hit) for hit in explanation.hits)
     legend = "".join(f'<span class="key {css}">{label}</span>' for css, _, label in SIGNALS)
     found = f"{len(explanation.hits)} result{'s' * (len(explanation.hits) != 1)}"
     return (
         f'<h2>{found} <small class="legend">{legend}<span class="key gate">semantic gate</span></small></h2>'
         f"{analysis(explanation)}"
-        + (f'<ol class="hits">{hits}</ol>' if hits else '<p class="empty">Nothing passed the gate.</p>')
+        + (f'<ol class="hits">{hits}</ol>' if hits else f'<p class="empty">{empty_state(explanation)}</p>')
     )
+
+
+def empty_state(explanation: Explanation) -> str:
+    """Why a search shows nothing: judged to have no answer here, or nothing passed the gate."""
+    if explanation.withheld or (explanation.relevance is not None and not explanation.relevance.answerable):
+        return (f'{escape(NOTHING_RELEVANT)} <a href="#explanation" class="why">See why</a>: '
+                "the closest memories and what they lacked.")
+    return "Nothing passed the gate."
 
 
 def detail(memory: Memory, entities: Sequence[str], history: Sequence[HistoryEvent]) -> str:

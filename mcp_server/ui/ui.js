@@ -77,7 +77,9 @@ function refresh() {
   const query = controls.elements.q.value.trim();
   if (query) {
     params.set("q", query);
-    params.set("threshold", controls.elements.threshold.value);
+    // The gate at its default is no choice of the person's: the query is then judged for relevance.
+    const gate = controls.elements.threshold;
+    if (gate.value !== gate.defaultValue) params.set("threshold", gate.value);
     params.set("bm25", controls.elements.bm25.checked ? "1" : "0");
     params.set("entities", controls.elements.entities.checked ? "1" : "0");
     return show(results, "/search?" + params);
@@ -139,6 +141,11 @@ document.getElementById("export").addEventListener("click", (event) => {
 results.addEventListener("click", (event) => {
   const page = event.target.closest("button.page");
   if (page) { offset = Number(page.dataset.offset); refresh(); return; }
+  if (event.target.closest("a.why")) {  // nothing relevant: open the explanation, with what was withheld
+    const explanation = document.getElementById("explanation");
+    if (explanation) explanation.open = true;
+    return;
+  }
   if (event.target.closest("details")) return;
   const item = event.target.closest("li.memory");
   if (item) openDetail(item.dataset.id);
