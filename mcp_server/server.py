@@ -358,7 +358,8 @@ def build_server(
     ]
     Threshold = Annotated[
         float,
-        Field(ge=0.0, le=1.0, description="Least similarity in meaning; 0.3 or more keeps only close ones."),
+        Field(ge=0.0, le=1.0, description=f"Least similarity in meaning; 0.3 or more keeps only close ones. Omitted: "
+              f"{config.search.threshold:g}, and nothing is returned when no memory is relevant enough."),
     ]
     # Optional texts are ``Text = None``, not ``Text | None``: the SDK JSON-decodes string
     # arguments of every field not typed plain ``str`` (for clients that send objects as JSON
@@ -412,7 +413,7 @@ def build_server(
         agent_id: AgentId = None,
         run_id: RunId = None,
         top_k: TopK = config.search.top_k,
-        threshold: Threshold = config.search.threshold,
+        threshold: Threshold = None,
         filters: Filters = None,
         show_expired: ShowExpired = False,
     ) -> Annotated[CallToolResult, SearchOutput]:
@@ -434,7 +435,7 @@ def build_server(
         agent_id: AgentId = None,
         run_id: RunId = None,
         top_k: TopK = config.search.top_k,
-        threshold: Threshold = config.search.threshold,
+        threshold: Threshold = None,
         filters: Filters = None,
         show_expired: ShowExpired = False,
     ) -> ExplainOutput:
