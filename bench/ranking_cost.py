@@ -11,7 +11,9 @@ of their p50s. Beside it, measured in the same run, the floor: one forward pass 
 model for the query plus a numpy top-k over the stored vectors. The budget is a ratio
 of at most 1.2. "nothing" is the share of the questions the default answered with no memory
 (the relevance decision, ``store/relevance.py``): every conversation the questions come from
-is in the scope, so each has an answer there.
+is in the scope, so each has an answer there. Then the facts of ``bench/everyday.py`` are
+added to the scope: at each size, the share of their questions whose memory is in the default's
+top 3, and the share of the questions none of them answers that get nothing.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, report, speed  # noqa: E402
-from store import Engine, load_config  # noqa: E402
+from bench import everyday, locomo, report, speed  # noqa: E402
+from store import Engine, MemoryInput, load_config  # noqa: E402
 from store.nlp import NLP  # noqa: E402
 
 BUDGET = 1.2
@@ -51,6 +53,16 @@ def interleaved(default: Engine, mem0: Engine, questions: Sequence[str]) -> tupl
     return times[id(default)], times[id(mem0)], nothing
 
 
+def asked_everyday(engine: Engine) -> tuple[float, float]:
+    """Add the everyday facts to the scope (once), then the share of their questions answered with
+    their memory in the top 3, and the share of unrelated questions answered with nothing."""
+    engine.add_many([MemoryInput(fact) for fact in everyday.FACTS], user_id=speed.SCOPE)
+    found = [answer in [hit.memory.text for hit in engine.search(query, user_id=speed.SCOPE, top_k=3)]
+             for query, answer in everyday.ANSWERABLE.items()]
+    nothing = [not engine.search(query, user_id=speed.SCOPE) for query in everyday.UNRELATED]
+    return sum(found) / len(found), sum(nothing) / len(nothing)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated scope sizes")
@@ -71,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     texts = list(base_of)
     replay = speed.Replay(embedder, nlp, base_of)
     questions = speed.queries(locomo.load(), args.queries)
-    rows = []
+    rows, everyday_rows = [], []
     stored = 0
     for size in sizes:
         run = speed.SearchRun(size)
@@ -90,9 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 p50, p50_mem0 = speed.percentiles(ours)[0], speed.percentiles(theirs)[0]
                 rows.append([f"{size:,}", round_, p50, p50_mem0, p50 / p50_mem0, floor, nothing / len(questions)])
                 print(f"  {size:>7} round {round_}: {p50:.1f} vs {p50_mem0:.1f} ms", file=sys.stderr, flush=True)
+            everyday_rows.append([f"{size:,}", *asked_everyday(default)])
     environment = report.environment({"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend})
     headers = ["memories", "round", "default p50, ms", "mem0 p50, ms", "ratio", "floor, ms", "nothing"]
-    print(f"`{report.command_line()}`\n\n{environment}\n\n{report.table(headers, rows)}\n\nBudget: ratio ≤ {BUDGET}.")
+    everyday_headers = ["memories (+ the everyday facts)", "answerable: memory in top 3", "unrelated: nothing"]
+    print(f"`{report.command_line()}`\n\n{environment}\n\n{report.table(headers, rows)}\n\nBudget: ratio ≤ {BUDGET}."
+          f"\n\n{report.table(everyday_headers, everyday_rows)}")
     return 0 if all(row[4] <= BUDGET for row in rows) else 1
 
 

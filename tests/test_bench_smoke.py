@@ -236,10 +236,17 @@ def test_the_ranking_cost_asks_both_rankings_every_question(engine: Engine):
     texts = ("Ana is allergic to peanuts", "Ben plays chess")
     engine.add_many([MemoryInput(text) for text in texts], user_id=speed.SCOPE)
     mem0_config = engine.config.replace("search", ranking="mem0")
-    questions = ["peanut allergy", "who plays chess?", "Ana"]
+    questions = ["peanut allergy", "who plays chess?", "Ana", "mortgage rate"]
     with Engine(mem0_config, embedder=engine.embedder, nlp=engine.nlp) as mem0:
-        ours, theirs = ranking_cost.interleaved(engine, mem0, questions)
+        ours, theirs, nothing = ranking_cost.interleaved(engine, mem0, questions)
     assert len(ours) == len(theirs) == len(questions) and min(ours + theirs) > 0
+    assert nothing == 1  # "mortgage rate" has no answer here; the others do
+
+
+def test_the_everyday_questions_are_asked_among_other_memories(engine: Engine):
+    engine.add_many([MemoryInput(text) for text in ("Ben plays chess", "The train leaves at noon")],
+                    user_id=speed.SCOPE)
+    assert ranking_cost.asked_everyday(engine) == (1.0, 1.0)
 
 
 def test_transfer_benchmark_runs_on_a_slice(capsys: pytest.CaptureFixture[str]) -> None:
