@@ -64,5 +64,6 @@ def relevance_line(relevance: Relevance) -> str:
     verdict = "answerable" if relevance.answerable else "nothing relevant"
     sign = ">=" if relevance.answerable else "<"
     names = ", ".join(f"{name} {closeness:.2f}" for name, closeness in relevance.names.items())
-    why = "; no name it mentions is known here" if relevance.unknown_names else ""
+    why = ("; a name it mentions is known here" if relevance.known_name
+           else "; no name it mentions is known here" if relevance.unknown_names else "")
     return f"relevance: {verdict} ({best} {sign} bar {relevance.bar:g}{why}){f'; names: {names}' if names else ''}"

@@ -105,7 +105,8 @@ def memory_page(page: MemoryPage, width: int) -> str:
 
 def search_results(output: SearchOutput, width: int) -> str:
     if not output.results:
-        return f"{NOTHING_RELEVANT} `trimem search --explain` shows the closest memories and why none was returned."
+        return note(f"{NOTHING_RELEVANT} `trimem search --explain` shows the closest memories and why none was "
+                    "returned.", width)
     rows = [[f"{hit.score:.3f}", *memory_cells(hit)] for hit in output.results]
     return table(("score", *MEMORY_HEADER), rows, width)
 

@@ -17,8 +17,11 @@ shares one common word or a speaker's name with the question. Two figures can
   and none of them is a name the scope knows, it must be much closer in meaning to count.
 
 A name is known when a stored entity of the scope is at least ``KNOWN_NAME_SIMILARITY``
-similar to it, or holds all its words ("Atlas" in "Project Atlas"). One known name is
-enough: "When did Caroline meet Jon?" asked of Caroline's memories is answerable.
+similar to it, or holds all its words ("Atlas" in "Project Atlas"). A query that mentions a
+known name is about something the scope holds, so it is answerable whatever its similarity
+(each memory still faces the semantic gate): a long memory dilutes its similarity to a short
+question ("Where does Ines work?" ~ a 30-word memory about Ines's work and sleep, 0.15). One
+known name is enough: "When did Caroline meet Jon?" asked of Caroline's memories is answerable.
 """
 
 from __future__ import annotations
@@ -40,25 +43,29 @@ class Relevance:
     best_similarity: float | None
     """The highest similarity in meaning between the query and a memory of the scope (None: no memory)."""
     bar: float
-    """The similarity the best memory needed: ``floor``, or ``unknown_names_floor`` when every
-    name the query mentions is unknown to the scope."""
+    """The similarity the best memory needed: 0 when the query mentions a name the scope knows,
+    ``unknown_names_floor`` when every name it mentions is unknown, else ``floor``."""
     names: dict[str, float]
     """Each name the query mentions, and how close the scope's closest stored name is (1.0: it
     holds all the name's words)."""
+    known_name: bool
+    """A name the query mentions is known to the scope."""
     unknown_names: bool
-    """The query names things, and none of them is known to the scope."""
+    """The query (of more than one word) names things, and none of them is known to the scope."""
 
 
 def judge(
     best_similarity: float | None, names: Mapping[str, float], words: int, floor: float, unknown_names_floor: float
 ) -> Relevance:
-    """Answerable when the best memory is at least ``floor`` similar to the query, or, when the
-    query names things of which the scope knows none, at least ``unknown_names_floor``.
+    """Answerable when the query mentions a name the scope knows; else when the best memory is at
+    least ``floor`` similar to the query, or, when the query names things of which the scope
+    knows none, at least ``unknown_names_floor``.
 
-    A query of one word (``words``, its terms) is judged by meaning alone: with no sentence
-    around it the tagger takes common words for names ("Diet" as an organisation), and a name
-    the scope does not know is far in meaning from all of it anyway ("Paris", 0.14)."""
-    unknown = words > 1 and bool(names) and max(names.values()) < KNOWN_NAME_SIMILARITY
-    bar = max(floor, unknown_names_floor) if unknown else floor
+    Unknown names do not raise the bar of a query of one word (``words``, its terms): with no
+    sentence around it the tagger takes common words for names ("Diet" as an organisation), and
+    a name the scope does not know is far in meaning from all of it anyway ("Paris", 0.14)."""
+    known = bool(names) and max(names.values()) >= KNOWN_NAME_SIMILARITY
+    unknown = words > 1 and bool(names) and not known
+    bar = 0.0 if known else max(floor, unknown_names_floor) if unknown else floor
     answerable = best_similarity is not None and best_similarity >= bar
-    return Relevance(answerable, best_similarity, bar, dict(names), unknown)
+    return Relevance(answerable, best_similarity, bar, dict(names), known, unknown)

@@ -65,8 +65,9 @@ async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
     hits = (await call(client, "search_memory", query="Where does Ana live?"))["results"]
     assert hits and hits[0]["id"] == ana["id"]
     assert all(hit["user_id"] == "default" for hit in hits)
-    bob_hits = (await call(client, "search_memory", query="Where does Ana live?", user_id="bob"))["results"]
-    assert [hit["id"] for hit in bob_hits] == [bob["memory"]["id"]]
+    bob_hits = (await call(client, "search_memory", query="Where does Bob live?", user_id="bob"))["results"]
+    assert [hit["id"] for hit in bob_hits] == [bob["memory"]["id"]]  # his scope's alone
+    assert (await call(client, "search_memory", query="Where does Ana live?", user_id="bob"))["results"] == []
 
     explained = await call(client, "explain_search", query="Marta in Madrid", top_k=1, filters={"topic": "family"})
     assert explained["results"][0]["text"] == "Ana's sister Marta lives in Madrid"

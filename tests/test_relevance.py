@@ -43,6 +43,17 @@ def test_a_store_of_three_memories_answers_and_abstains(engine: Engine) -> None:
     assert engine.search("What is John's job?", user_id="bob") == []
 
 
+def test_a_known_name_answers_even_from_a_long_memory_far_in_meaning(engine: Engine) -> None:
+    long = ("My wife Ines is a pediatrician at the children's hospital in Porto and works night shifts twice a "
+            "week, so she sleeps until noon on Tuesdays and Fridays")
+    engine.add(long, user_id="cleo")
+    engine.add("Bob repairs old bicycles", user_id="cleo")
+    explanation = engine.explain("Where does Ines work?", user_id="cleo")
+    assert explanation.relevance is not None and explanation.relevance.best_similarity < 0.3  # far in meaning
+    assert [hit.memory.text for hit in explanation.hits][:1] == [long]
+    assert engine.search("Where does Marco work?", user_id="cleo") == []  # a stranger
+
+
 def test_explain_shows_the_decision_and_what_it_withheld(everyday: Engine) -> None:
     kept = everyday.explain("What is John's job?", user_id="ana", top_k=5, threshold=None)
     decision = kept.relevance
@@ -53,7 +64,7 @@ def test_explain_shows_the_decision_and_what_it_withheld(everyday: Engine) -> No
     assert decision.best_similarity is not None and decision.best_similarity < decision.bar == 0.5
     found = everyday.explain("Where does Ana work?", user_id="ana", top_k=5)
     assert found.relevance is not None and found.relevance.answerable and found.withheld == []
-    assert found.relevance.names == {"ana": 1.0} and found.relevance.bar == 0.3
+    assert found.relevance.names == {"ana": 1.0} and found.relevance.known_name and found.relevance.bar == 0.0
     assert found.hits[0].memory.text == ANSWERABLE["Where does Ana work?"]
 
 
@@ -114,7 +125,9 @@ def test_the_bar_rises_only_when_every_name_is_unknown_in_a_query_of_more_than_o
     unknown = judge(0.45, {"john": 0.33}, 3, 0.3, 0.5)
     assert not unknown.answerable and unknown.bar == 0.5 and unknown.unknown_names
     assert judge(0.45, {"john": 0.33, "ana": 1.0}, 4, 0.3, 0.5).answerable  # one known name is enough
-    assert judge(0.45, {"john": KNOWN_NAME_SIMILARITY}, 3, 0.3, 0.5).answerable
+    known = judge(0.12, {"ines": KNOWN_NAME_SIMILARITY}, 3, 0.3, 0.5)  # a known name: about something stored
+    assert known.answerable and known.known_name and known.bar == 0.0 and not known.unknown_names
+    assert judge(0.05, {"ines": 1.0}, 1, 0.3, 0.5).answerable  # at any length
     assert judge(0.35, {"diet": 0.36}, 1, 0.3, 0.5).answerable  # one word: meaning alone
     assert not judge(None, {}, 2, 0.0, 0.0).answerable  # an empty scope has no answer
     assert judge(0.2, {"john": 0.1}, 3, 0.6, 0.1).bar == 0.6  # the unknown-names floor never lowers the bar
@@ -122,5 +135,5 @@ def test_the_bar_rises_only_when_every_name_is_unknown_in_a_query_of_more_than_o
 
 def test_a_decision_is_a_plain_record() -> None:
     decision = judge(0.42, {"ana": 1.0}, 3, 0.3, 0.5)
-    assert dataclasses.asdict(decision) == {"answerable": True, "best_similarity": 0.42, "bar": 0.3,
-                                            "names": {"ana": 1.0}, "unknown_names": False}
+    assert dataclasses.asdict(decision) == {"answerable": True, "best_similarity": 0.42, "bar": 0.0,
+                                            "names": {"ana": 1.0}, "known_name": True, "unknown_names": False}

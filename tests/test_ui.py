@@ -189,7 +189,7 @@ def test_search_draws_each_score_as_its_parts_and_reranks_live(
 
 
 def test_a_search_with_no_relevant_memory_says_so_and_shows_why(page: Any, engine: Engine) -> None:
-    query = "What is John's mortgage rate?"
+    query = "What is John's job?"
     explanation = engine.explain(query, user_id=USER)
     assert explanation.hits == [] and explanation.withheld  # the store does have memories, none relevant
     page.fill("input[name=q]", query)
