@@ -224,6 +224,18 @@ def engine_factory(embedder: OnnxEmbedder, nlp: NLP) -> Callable[[Config], Engin
     return lambda config, **options: Engine(config, embedder=embedder, nlp=nlp, **options)
 
 
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    """Where a test's server process writes its stderr."""
+    return tmp_path / "server.log"
+
+
+@pytest.fixture
+def tokens(engine: Engine) -> Callable[..., str]:
+    """``tokens(user_id=…, …)``: a new token's secret, made in the test's store."""
+    return lambda **scope: engine.tokens.create(**scope).secret
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Leave out the runs of a test on backends its ``only_on`` marker does not name."""
     kept, left_out = [], []

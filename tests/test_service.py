@@ -59,17 +59,6 @@ def structured(result: Any) -> dict[str, Any]:
     return result.structured_content
 
 
-@pytest.fixture
-def log(tmp_path: Path) -> Path:
-    return tmp_path / "server.log"
-
-
-@pytest.fixture
-def tokens(engine: Engine) -> Callable[..., str]:
-    """``tokens(user_id=…, …)``: a new token's secret, made in the test's store."""
-    return lambda **scope: engine.tokens.create(**scope).secret
-
-
 def test_two_users_cannot_reach_each_others_memories_by_any_tool(
     config: Config, tokens: Callable[..., str], log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,17 +38,6 @@ PROBES = 40
 in flight (each try is one request; a bound, not a timing)."""
 
 
-@pytest.fixture
-def log(tmp_path: Path) -> Path:
-    return tmp_path / "server.log"
-
-
-@pytest.fixture
-def tokens(engine: Engine) -> Callable[..., str]:
-    """``tokens(user_id=…, …)``: a new token's secret, made in the test's store."""
-    return lambda **scope: engine.tokens.create(**scope).secret
-
-
 def message_of(answer: httpx2.Response) -> str:
     """The message of a refusal, which trimem words as the SDK words its own: a JSON-RPC error."""
     assert answer.headers["content-type"] == "application/json", answer.text
