@@ -6,7 +6,7 @@ Each conversation is asked its own questions and those of the next conversation 
 in its own scope, once through ``Engine.explain`` with the configured ``[search]`` (the
 default): the ranking is the same whether the decision withholds it or not, and the figures
 the decision was made from (the best similarity, whether every name the query mentions is
-unknown here) let every other pair of floors be scored without searching again. Mem0's
+unknown here) let every other pair of floors be scored by the same rule without searching again. Mem0's
 reference is asked the foreign questions too, through ``Engine.search``.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from bench import locomo, metrics, report
-from store import Config, Engine
+from store import Config, Engine, relevance
 from store.embeddings import Embedder
 from store.nlp import NLP
 
@@ -37,12 +37,13 @@ class Asked:
     """The memories it ranked, whether it returned them or withheld them."""
     returned: int
     best_similarity: float | None
-    unknown_names: bool
+    names: dict[str, float]
+    words: int
+    """The figures the decision is made from (``store.relevance.judge``)."""
 
     def answered(self, floor: float, unknown_names_floor: float) -> bool:
-        """Whether the decision at these floors lets anything through (``store.relevance.judge``)."""
-        bar = max(floor, unknown_names_floor) if self.unknown_names else floor
-        return self.best_similarity is not None and self.best_similarity >= bar
+        """Whether the decision at these floors lets anything through."""
+        return relevance.judge(self.best_similarity, self.names, self.words, floor, unknown_names_floor).answerable
 
 
 @dataclass
@@ -78,7 +79,8 @@ def ask(
             result.asked.append(Asked(
                 sample.sample_id, foreign, relevant,
                 tuple(hit.memory.id for hit in explanation.hits or explanation.withheld), len(explanation.hits),
-                decision.best_similarity if decision else None, decision.unknown_names if decision else False,
+                decision.best_similarity if decision else None, decision.names if decision else {},
+                explanation.analysis.term_count,
             ))
     with Engine(reference, embedder=embedder, nlp=nlp) as engine:
         for sample, question, foreign in questions(samples):

@@ -535,9 +535,9 @@ reference (`bench/abstention.py`). "Nothing" is the share answered with no memor
 
 {abstention.summary_table(run.abstention, CHECK_SAMPLES, TOP_K)}
 
-The trade-off of the two floors of `store/relevance.py`, scored from the same searches (a pair
-of floors decides from the best similarity and whether every name the query mentions is
-unknown to the scope; the default is `relevance_floor = 0.3`, `relevance_floor_unknown_names
+The trade-off of the two floors of `store/relevance.py`, scored from the same searches by the
+same rule (the best similarity, and the names the query mentions with how close the scope's
+closest stored name is; the default is `relevance_floor = 0.3`, `relevance_floor_unknown_names
 = 0.5`). Floors are chosen on the tune conversations; the check ones only confirm.
 
 {abstention.curve_table(run.abstention, CHECK_SAMPLES)}
