@@ -526,6 +526,7 @@ def abstention_part(run: QualityRun) -> str:
     """The docs subsection on saying nothing, when the default was asked foreign questions."""
     if run.abstention is None:
         return ""
+    floors = load_config(environ={}).search
     return f"""
 ### Saying nothing: own and foreign questions
 
@@ -537,8 +538,9 @@ reference (`bench/abstention.py`). "Nothing" is the share answered with no memor
 
 The trade-off of the two floors of `store/relevance.py`, scored from the same searches by the
 same rule (the best similarity, and the names the query mentions with how close the scope's
-closest stored name is; the default is `relevance_floor = 0.3`, `relevance_floor_unknown_names
-= 0.5`). Floors are chosen on the tune conversations; the check ones only confirm.
+closest stored name is; the default is `relevance_floor = {floors.relevance_floor:g}`,
+`relevance_floor_unknown_names = {floors.relevance_floor_unknown_names:g}`). Floors are chosen on
+the tune conversations; the check ones only confirm.
 
 {abstention.curve_table(run.abstention, CHECK_SAMPLES)}
 """

@@ -61,7 +61,7 @@ def test_explain_shows_the_decision_and_what_it_withheld(everyday: Engine) -> No
     assert kept.hits == [] and kept.withheld  # the closest memories are still shown, with their scores
     assert all(hit.details is not None for hit in kept.withheld)
     assert set(decision.names) == {"john"} and decision.names["john"] < KNOWN_NAME_SIMILARITY
-    assert decision.best_similarity is not None and decision.best_similarity < decision.bar == 0.5
+    assert decision.best_similarity is not None and decision.best_similarity < decision.bar == 0.55
     found = everyday.explain("Where does Ana work?", user_id="ana", top_k=5)
     assert found.relevance is not None and found.relevance.answerable and found.withheld == []
     assert found.relevance.names == {"ana": 1.0} and found.relevance.known_name and found.relevance.bar == 0.0
