@@ -358,8 +358,8 @@ def build_server(
     ]
     Threshold = Annotated[
         float,
-        Field(ge=0.0, le=1.0, description=f"Least similarity in meaning; 0.3 or more keeps only close ones. Omitted: "
-              f"{config.search.threshold:g}, and nothing is returned when no memory is relevant enough."),
+        Field(ge=0.0, le=1.0, description="Least similarity in meaning (0.3+: close ones). Omitted: none if none is "
+              "relevant."),
     ]
     # Optional texts are ``Text = None``, not ``Text | None``: the SDK JSON-decodes string
     # arguments of every field not typed plain ``str`` (for clients that send objects as JSON
