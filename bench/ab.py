@@ -29,7 +29,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, report  # noqa: E402
+from bench import locomo, report
 
 WORKER = r"""
 import json, sys, time

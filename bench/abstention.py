@@ -1,6 +1,6 @@
 """Saying nothing: how often search answers with nothing, asked a conversation's own questions
 and another conversation's ("foreign" ones, which no memory of this scope answers), and the
-trade-off of the relevance floors (``store.relevance``).
+trade-off of the relevance floors (``store.ranking.relevance``).
 
 Each conversation is asked its own questions and those of the next conversation of the file,
 in its own scope, once through ``Engine.explain`` with the configured ``[search]`` (the
@@ -16,9 +16,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from bench import locomo, metrics, report
-from store import Config, Engine, relevance
-from store.embeddings import Embedder
-from store.nlp import NLP
+from store import Config, Engine
+from store.analysis.embeddings import Embedder
+from store.analysis.nlp import NLP
+from store.ranking import relevance
 
 FLOORS = (0.2, 0.25, 0.3, 0.35, 0.4)
 """The ``relevance_floor`` values of the trade-off curve."""
@@ -39,7 +40,7 @@ class Asked:
     best_similarity: float | None
     names: dict[str, float]
     words: int
-    """The figures the decision is made from (``store.relevance.judge``)."""
+    """The figures the decision is made from (``store.ranking.relevance.judge``)."""
 
     def answered(self, floor: float, unknown_names_floor: float) -> bool:
         """Whether the decision at these floors lets anything through."""

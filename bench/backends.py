@@ -49,17 +49,17 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, postgres, report, speed, stdio  # noqa: E402
-from store import Config, Engine, clock, load_config, scoring  # noqa: E402
-from store.backend import Backend, NewMemory  # noqa: E402
-from store.embeddings import Embedder  # noqa: E402
-from store.entities import Entity  # noqa: E402
-from store.engine import MemoryInput  # noqa: E402
-from store.linking import link_entities  # noqa: E402
-from store.nlp import NLP  # noqa: E402
-from store.records import HistoryEvent  # noqa: E402
-from store.scope import Scope  # noqa: E402
-from store.validation import normalized_hash  # noqa: E402
+from bench import locomo, postgres, report, speed, stdio
+from store import Config, Engine, clock, load_config, scoring
+from store.analysis.embeddings import Embedder
+from store.analysis.entities import Entity
+from store.analysis.linking import link_entities
+from store.analysis.nlp import NLP
+from store.backend import Backend, NewMemory
+from store.engine import MemoryInput
+from store.records import HistoryEvent
+from store.scope import Scope
+from store.validation import normalized_hash
 
 SQLITE, POSTGRES = "SQLite", "PostgreSQL"
 BACKENDS = (SQLITE, POSTGRES)
@@ -327,8 +327,8 @@ def target_rows(runs: Sequence[CaseRun]) -> list[list[object]]:
     rows: list[list[object]] = []
     for run, ratio in checks:
         sqlite, ours = p50(run.backends[SQLITE].search), p50(run.backends[POSTGRES].search)
-        rows.append([f"PostgreSQL search p50, {run.case.label}, ms", f"{ours:.1f} ({ours / sqlite:.2f}× SQLite's "
-                     f"{sqlite:.1f})", f"≤ {ratio}× SQLite's", stdio.yes(ours <= ratio * sqlite)])
+        rows.append([f"PostgreSQL search p50, {run.case.label}, ms", (f"{ours:.1f} ({ours / sqlite:.2f}× SQLite's "
+                     f"{sqlite:.1f})"), f"≤ {ratio}× SQLite's", stdio.yes(ours <= ratio * sqlite)])
     for run in runs:
         if run.case.users == 1:
             ours = p50(run.backends[POSTGRES].search)

@@ -55,8 +55,8 @@ import anyio
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import coldstart, locomo, peer, report, speed, stdio  # noqa: E402
-from mcp_server.replies import compact_json  # noqa: E402
+from bench import coldstart, locomo, peer, report, speed, stdio
+from mcp_server.replies import compact_json
 
 TRIMEM = "trimem"
 TIMED_TOP_K = 10
@@ -641,21 +641,21 @@ def markdown(run: Run, command: str, environment: str) -> str:
         tools.append(f"The peer's: {per_tool(run.peer.tools)}.")
     return "\n".join([
         "## What an MCP client feels, beside mcp-memory-service", "",
-        f"`{command}`: {run.memories:,} LoCoMo turns, one memory each, and {run.queries} questions answered "
+        (f"`{command}`: {run.memories:,} LoCoMo turns, one memory each, and {run.queries} questions answered "
         f"within them, the same for both servers, asked in turn (`bench/client.py` says how). {peer_note} "
-        "The floor is trimem's `Engine` in the benchmark's own process, same configuration, same calls.", "",
+        "The floor is trimem's `Engine` in the benchmark's own process, same configuration, same calls."), "",
         environment, "",
-        "**Search replies**, measured on the raw JSON-RPC replies to every question: the text is what a "
-        "client hands the model; the memories' own text is what no reply can do without.", "",
+        ("**Search replies**, measured on the raw JSON-RPC replies to every question: the text is what a "
+        "client hands the model; the memories' own text is what no reply can do without."), "",
         reply_table(run), "",
         "**Tool list**, from `tools/list`: each tool's name, description and input schema as compact JSON.", "",
         tool_table(run), "", *tools, "",
-        f"**Warm latency**, {run.queries} timed calls per row after {WARMUP} untimed; searches at top_k "
+        (f"**Warm latency**, {run.queries} timed calls per row after {WARMUP} untimed; searches at top_k "
         f"{TIMED_TOP_K} on the {run.memories:,} memories, adds of new texts. Raw: one JSON line written to "
-        "the server's stdin, the answer read from its stdout. SDK: `ClientSession.call_tool` over `stdio_client`.", "",
+        "the server's stdin, the answer read from its stdout. SDK: `ClientSession.call_tool` over `stdio_client`."), "",
         latency_table(run), "",
-        "**Ingest through MCP**: the memories stored at the start, one single-text add per call; the rate "
-        "is calls per second of each server's own call time.", "",
+        ("**Ingest through MCP**: the memories stored at the start, one single-text add per call; the rate "
+        "is calls per second of each server's own call time."), "",
         ingest_table(run), "",
     ])
 

@@ -72,13 +72,12 @@ async def _spawn(command: str, args: list[str], env: dict[str, str], tool: str, 
     before = _children()
     with open(os.devnull, "w") as errlog:
         started = time.perf_counter()
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                initialized = time.perf_counter() - started
-                result = await session.call_tool(tool, arguments)
-                answered = time.perf_counter() - started
-                peak = _peak_rss_mb(_children() - before)
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            initialized = time.perf_counter() - started
+            result = await session.call_tool(tool, arguments)
+            answered = time.perf_counter() - started
+            peak = _peak_rss_mb(_children() - before)
     return Start(initialized, answered, peak, not result.is_error)
 
 

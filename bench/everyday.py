@@ -1,4 +1,4 @@
-"""An everyday store to judge the relevance decision by (``store/relevance.py``): facts a person
+"""An everyday store to judge the relevance decision by (``store/ranking/relevance.py``): facts a person
 tells an assistant, questions they answer (one word, two words, names, loose phrasings) with
 the memory that answers each, and questions none of them answers. ``tests/test_relevance.py``
 holds the decision to them on a store of these facts alone; ``bench/ranking_cost.py`` asks

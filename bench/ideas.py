@@ -5,10 +5,10 @@
 ``bench/quality.py`` measures each configuration the engine ships by asking the engine;
 this script measures ideas the engine does not have, fast enough to try many. It builds
 (or reuses) the quality benchmark's database, then reads, for every question and through
-the engine's own ``store.retrieval`` functions and snapshot reads, the semantic similarity
+the engine's own ``store.ranking.retrieval`` functions and snapshot reads, the semantic similarity
 of every memory of its scope, the raw BM25 of every keyword hit, and the stored entities
 each query entity matches. Each idea is a small change to how those signals become the
-three inputs of ``store.scoring.fuse``, which ranks them as the engine does.
+three inputs of ``store.ranking.scoring.fuse``, which ranks them as the engine does.
 
 ``default`` is the shipped ranking rescored this way: every memory of the scope is a
 candidate, which the union pool nearly always reaches. On a slice that fits in one
@@ -35,19 +35,19 @@ from typing import NamedTuple
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import apsw  # noqa: E402
-import numpy as np  # noqa: E402
+import apsw
+import numpy as np
 
-from bench import locomo, metrics, quality, report, sqlite_file  # noqa: E402
-from store import Engine, backend, load_config, retrieval, scoring  # noqa: E402
-from store.backend import Snapshot  # noqa: E402
-from store.embeddings import open_embedder  # noqa: E402
-from store.nlp import NLP  # noqa: E402
-from store.scope import Scope as StoreScope  # noqa: E402
-from store.sqlite.sql import scope_sql  # noqa: E402
-from store.sqlite.statements import SQLiteSnapshot  # noqa: E402
-from store.terms import plain_terms  # noqa: E402
-from store.validation import check_scope  # noqa: E402
+from bench import locomo, metrics, quality, report, sqlite_file
+from store import Engine, backend, load_config, retrieval, scoring
+from store.analysis.embeddings import open_embedder
+from store.analysis.nlp import NLP
+from store.analysis.terms import plain_terms
+from store.backend import Snapshot
+from store.scope import Scope as StoreScope
+from store.sqlite.sql import scope_sql
+from store.sqlite.statements import SQLiteSnapshot
+from store.validation import check_scope
 
 SHIPPED = load_config(environ={}).search
 CONTEXT, REACH, QUESTION_SHARE = SHIPPED.keyword_context, SHIPPED.keyword_context_reach, SHIPPED.question_keywords

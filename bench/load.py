@@ -34,9 +34,9 @@ import anyio
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import report  # noqa: E402
-from bench.speed import percentiles  # noqa: E402
-from store import Engine, MemoryInput, load_config  # noqa: E402
+from bench import report
+from bench.speed import percentiles
+from store import Engine, MemoryInput, load_config
 
 USERS = 5
 SEARCH_SHARE = 0.8
@@ -204,8 +204,8 @@ def stores(backend: str, folder: Path) -> Iterator[Any]:
     if backend == "sqlite":
         yield lambda name: str(folder / f"{name}.db")
         return
-    import psycopg
     import pgserver
+    import psycopg
 
     server = pgserver.get_server(folder / "postgres", cleanup_mode="stop")
     try:

@@ -10,7 +10,7 @@ Queries are every question of ``locomo-dev.json`` (all categories, 999), analyse
 one at a time through the query path; writes are every turn of its conversations
 (2,760), analysed in one batch through the write path. The query path is also asked
 for terms only (``entities=False``, search with the entity signal off). A snapshot taken before a
-change to ``store/nlp.py`` and compared after it shows whether any BM25 term or
+change to ``store/analysis/nlp.py`` and compared after it shows whether any BM25 term or
 entity moved.
 """
 
@@ -26,8 +26,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo  # noqa: E402
-from store.nlp import NLP, Analysis  # noqa: E402
+from bench import locomo
+from store.analysis.nlp import NLP, Analysis
 
 
 def questions(path: Path = locomo.DEFAULT_PATH) -> list[str]:

@@ -26,7 +26,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import report  # noqa: E402
+from bench import report
 
 NAME = "mcp-memory-service 12.4.0"
 REQUIREMENTS = ("mcp-memory-service[ml]==12.4.0", "torch==2.13.0")
@@ -60,7 +60,7 @@ def command() -> list[str]:
 
 def environment(home: Path) -> dict[str, str]:
     """Its settings for one run: data in ``home``, the local model, no hub, no ONNX download."""
-    from store.embeddings import packaged_model_path
+    from store.analysis.embeddings import packaged_model_path
 
     return {
         "HOME": str(home),

@@ -37,13 +37,13 @@ from unittest import mock
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import abstention, locomo, metrics, postgres, report  # noqa: E402
-from store import Config, Engine, clock, load_config, retrieval, scoring  # noqa: E402
-from store.config import MEM0_RANKING  # noqa: E402
-from store.embeddings import Embedder, open_embedder  # noqa: E402
-from store.engine import MemoryInput  # noqa: E402
-from store.nlp import NLP  # noqa: E402
-from store.validation import check_scope  # noqa: E402
+from bench import abstention, locomo, metrics, postgres, report
+from store import Config, Engine, clock, load_config, retrieval, scoring
+from store.analysis.embeddings import Embedder, open_embedder
+from store.analysis.nlp import NLP
+from store.config import MEM0_RANKING
+from store.engine import MemoryInput
+from store.validation import check_scope
 
 TOP_K = 20
 """Results asked of every search: the largest k of any metric."""
@@ -116,7 +116,7 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant("trimem without entities", {"use_entities": False}),
     Variant("trimem without the relevance decision", {"relevance_check": False},
-            "every question gets its top_k, as before the decision (store/relevance.py)"),
+            "every question gets its top_k, as before the decision (store/ranking/relevance.py)"),
     Variant("Mem0, over-fetch whole scope", {**MEM0, "overfetch_factor": 1, "overfetch_minimum": 4096}),
 )
 
@@ -198,7 +198,7 @@ def session_clock(memories: Sequence[locomo.Memory]) -> list[str]:
     on 8 May, 2023", read as UTC), plus ``DATED_PACE`` seconds per memory before it in the session."""
     stamps, seen = [], {}
     for memory in memories:
-        start = dt.datetime.strptime(memory.session_date, "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.timezone.utc)
+        start = dt.datetime.strptime(memory.session_date, "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.UTC)
         index = seen[memory.session_date] = seen.get(memory.session_date, -1) + 1
         stamps.append((start + dt.timedelta(seconds=DATED_PACE * index)).isoformat(timespec="microseconds"))
     return stamps
@@ -536,7 +536,7 @@ reference (`bench/abstention.py`). "Nothing" is the share answered with no memor
 
 {abstention.summary_table(run.abstention, CHECK_SAMPLES, TOP_K)}
 
-The trade-off of the two floors of `store/relevance.py`, scored from the same searches by the
+The trade-off of the two floors of `store/ranking/relevance.py`, scored from the same searches by the
 same rule (the best similarity, and the names the query mentions with how close the scope's
 closest stored name is; the default is `relevance_floor = {floors.relevance_floor:g}`,
 `relevance_floor_unknown_names = {floors.relevance_floor_unknown_names:g}`). Floors are chosen on

@@ -10,7 +10,7 @@ order, so a busy moment of a shared machine falls on both alike; the figure is t
 of their p50s. Beside it, measured in the same run, the floor: one forward pass of the
 model for the query plus a numpy top-k over the stored vectors. The budget is a ratio
 of at most 1.2. "nothing" is the share of the questions the default answered with no memory
-(the relevance decision, ``store/relevance.py``): the scope holds the conversations in file
+(the relevance decision, ``store/ranking/relevance.py``): the scope holds the conversations in file
 order, so at 10,000 every question has its conversation there, while at 1,000 only the first
 two and a half conversations are in, and the other questions are foreign to it. Then the facts
 of ``bench/everyday.py`` are added to the scope: at each size, the share of their questions
@@ -30,9 +30,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import everyday, locomo, report, speed  # noqa: E402
-from store import Engine, MemoryInput, load_config  # noqa: E402
-from store.nlp import NLP  # noqa: E402
+from bench import everyday, locomo, report, speed
+from store import Engine, MemoryInput, load_config
+from store.analysis.nlp import NLP
 
 BUDGET = 1.2
 """The default's search p50 may be at most this many times Mem0's."""

@@ -23,11 +23,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, report, speed, sqlite_file  # noqa: E402
-from store import Engine, load_config  # noqa: E402
-from store.embeddings import packaged_model_path  # noqa: E402
-from store.engine import MemoryInput  # noqa: E402
-from store.nlp import NLP  # noqa: E402
+from bench import locomo, report, speed, sqlite_file
+from store import Engine, load_config
+from store.analysis.embeddings import packaged_model_path
+from store.analysis.nlp import NLP
+from store.engine import MemoryInput
 
 
 def measure(work: Callable[[], object]) -> tuple[float, float]:

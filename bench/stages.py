@@ -1,7 +1,7 @@
 """Time the stages of an engine call from outside, without changing the engine.
 
 The engine has no timing hook, so while a ``StageClock`` is active it replaces a few
-functions (``store.retrieval.entity_boosts``, the SQLite snapshot's signal reads such as
+functions (``store.ranking.retrieval.entity_boosts``, the SQLite snapshot's signal reads such as
 ``store.sqlite.signals.SignalReads.knn_memories``, …) and the model objects' methods with
 wrappers that add their wall time to a named stage, then puts the originals back. The
 engine's own code runs unchanged: stages are the real calls of one real ``Engine.search``
@@ -18,8 +18,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from store import retrieval
 from store.engine import Engine
+from store.ranking import retrieval
 from store.sqlite.signals import SignalReads
 
 SEARCH_STAGES = {

@@ -32,7 +32,7 @@ import anyio
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import coldstart, locomo, report, speed  # noqa: E402
+from bench import coldstart, locomo, report, speed
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -117,7 +117,7 @@ class OverStdio:
     rss: RssRun | None
     cli: CliTimes | None
 
-    def __iter__(self):  # noqa: ANN204 - unpacks as (search, rss, cli)
+    def __iter__(self):
         return iter((self.search, self.rss, self.cli))
 
 
@@ -161,10 +161,9 @@ async def serve(home: Path) -> AsyncIterator[tuple[ClientSession, set[int]]]:
     before = coldstart._children()
     log = home / "server.log"
     with log.open("w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session, coldstart._children() - before
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session, coldstart._children() - before
     if "Traceback" in (text := log.read_text()):
         raise RuntimeError(f"trimem serve logged a traceback:\n{text[-4000:]}")
 
@@ -429,21 +428,21 @@ def markdown(
         parts += [report.table(["figure", "measured", "target", "meets target"], rows), ""]
     if search:
         parts += [
-            f"**Warm latency**, {search.memories:,} LoCoMo turns stored for one user, {WARMUP} untimed searches "
-            "first; each call timed on the client (SDK `stdio_client` + `ClientSession`), send to answer.",
+            (f"**Warm latency**, {search.memories:,} LoCoMo turns stored for one user, {WARMUP} untimed searches "
+            "first; each call timed on the client (SDK `stdio_client` + `ClientSession`), send to answer."),
             "", search_table(search, floor_ms), "",
         ]
     if rss:
         parts += [
-            f"**Resident memory** (`VmRSS` of the server process) over {rss.adds:,} single `add_memory` calls "
+            (f"**Resident memory** (`VmRSS` of the server process) over {rss.adds:,} single `add_memory` calls "
             f"with distinct texts: {rss.adds_per_s:.0f} adds/s over stdio; {rss.half_mb:.0f} MB at "
-            f"{rss.adds // 2:,} adds, {rss.final_mb:.0f} MB at the end ({rss.growth_mb:+.1f} MB).",
+            f"{rss.adds // 2:,} adds, {rss.final_mb:.0f} MB at the end ({rss.growth_mb:+.1f} MB)."),
             "", rss_table(rss), "",
         ]
     if cli:
         parts += [
-            f"**One-shot CLI**, wall time to exit, median of {cli.repeats} after one untimed run "
-            "(model cache and OS file cache warm).",
+            (f"**One-shot CLI**, wall time to exit, median of {cli.repeats} after one untimed run "
+            "(model cache and OS file cache warm)."),
             "", cli_table(cli), "",
         ]
     return "\n".join(parts)

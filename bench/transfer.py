@@ -29,10 +29,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, report, speed, sqlite_file  # noqa: E402
-from store import Engine, MemoryInput, load_config  # noqa: E402
-from store.nlp import NLP  # noqa: E402
-from store.transfer import CHUNK, MEMORY_KEYS  # noqa: E402
+from bench import locomo, report, speed, sqlite_file
+from store import Engine, MemoryInput, load_config
+from store.analysis.nlp import NLP
+from store.exchange.transfer import CHUNK, MEMORY_KEYS
 
 SCOPE = "transfer"
 
@@ -48,7 +48,7 @@ def bare_select(path: Path, target: Path) -> int:
     return count
 
 
-def timed(action):  # noqa: ANN001, ANN201 - any call
+def timed(action):
     started = time.perf_counter()
     result = action()
     return time.perf_counter() - started, result
@@ -113,10 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"`{report.command_line()}`: {n:,} memories, export file {size_mb:.1f} MB. {report.environment()}",
         report.table(["operation", "memories", "seconds", "memories/s", "floor", "floor s", "floor memories/s",
                       "× floor"], rows, "lrrrlrrr"),
-        "The import floor is the batch write path itself (models and SQL for every memory), run after "
+        ("The import floor is the batch write path itself (models and SQL for every memory), run after "
         "the import on equally warm models: an import embeds, parses and links every memory again rather "
         f"than trusting vectors from another database. (Filling the source database, the same `add_many` "
-        f"on cold models, took {fill_s:.1f} s.) `trimem import` runs the check pass first, then the import.",
+        f"on cold models, took {fill_s:.1f} s.) `trimem import` runs the check pass first, then the import."),
     ])
     print(section)
     if not args.no_doc:

@@ -33,9 +33,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import locomo, report, speed  # noqa: E402
-from store import Engine, load_config  # noqa: E402
-from store.nlp import NLP  # noqa: E402
+from bench import locomo, report, speed
+from store import Engine, load_config
+from store.analysis.nlp import NLP
 
 WARMUP = 5
 CHROMIUM = "/usr/bin/chromium"
@@ -121,10 +121,10 @@ def markdown(size: int, top_k: int, rows: dict[str, list[float]], command: str, 
         "",
         f"`{command}`. {environment}",
         "",
-        f"Warm, the same {len(next(iter(rows.values())))} LoCoMo questions for each row, the rows taking turns "
+        (f"Warm, the same {len(next(iter(rows.values())))} LoCoMo questions for each row, the rows taking turns "
         f"question by question; the configured top_k ({top_k}), every score part. The floor is the engine call "
         "the page makes, timed in the same run. Other work on the machine slows every row alike (see the load "
-        "average above): compare the rows with each other, and with other runs only at the same load.",
+        "average above): compare the rows with each other, and with other runs only at the same load."),
         "",
         report.table(
             ["", "p50 ms", "p95 ms"],

@@ -2,7 +2,7 @@
 
 import sys
 
-from .cli import cli
+from mcp_server.cli import cli
 
 if __name__ == "__main__":
     cli(sys.argv[1:] or ["serve"], prog_name="trimem")

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from store.ranking.relevance import Relevance
+from store.ranking.scoring import KEYWORD_SOURCES, KeywordSource, ScoreBreakdown
 from store.records import (
     AddedMemory,
     AddEvent,
@@ -25,8 +27,6 @@ from store.records import (
     QueryAnalysis,
     SearchHit,
 )
-from store.relevance import Relevance
-from store.scoring import KEYWORD_SOURCES, KeywordSource, ScoreBreakdown
 
 
 def cap(text: str, max_chars: int) -> tuple[str, bool]:

@@ -21,11 +21,9 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
+from mcp_server.models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, ScoredMemory, SearchOutput
 from store.records import short_id
 from store.scope import SCOPE_KEYS
-
-from .models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, ScoredMemory, SearchOutput
-
 
 
 def reply(output: BaseModel, text: str) -> CallToolResult:

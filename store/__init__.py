@@ -1,7 +1,7 @@
 """trimem's engine: memories in a store (one SQLite file by default), recalled by meaning, keywords and entities.
 
 Importing this package loads no model, no database driver and opens no file: the
-names below resolve on first use, so ``import store.scoring`` stays pure and the MCP
+names below resolve on first use, so ``import store.ranking.scoring`` stays pure and the MCP
 handshake stays fast. It knows nothing of MCP: ``mcp_server`` and the CLI sit on top.
 """
 
@@ -25,12 +25,12 @@ _EXPORTS = {
     "EntityMatch": "records",
     "Explanation": "records",
     "HistoryEvent": "records",
-    "ImportReport": "transfer",
+    "ImportReport": "exchange.transfer",
     "Memory": "records",
     "SearchHit": "records",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - the lazy names above, listed once
 
 
 def __getattr__(name: str) -> Any:

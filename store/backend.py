@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
-from .errors import TrimemError
-from .records import HistoryEvent, Memory, RepairReport, ReembedReport, Violation
-from .scope import Scope
+from store.errors import TrimemError
+from store.records import HistoryEvent, Memory, ReembedReport, RepairReport, Violation
+from store.scope import Scope
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .embeddings import Embedder
-    from .filters import Filter
-    from .nlp import NLP
+    from store.analysis.embeddings import Embedder
+    from store.analysis.nlp import NLP
+    from store.filters import Filter
 
 Capability = Literal["check", "deep_check", "repair", "reembed", "backup", "file_modes"]
 CAPABILITIES: tuple[Capability, ...] = ("check", "deep_check", "repair", "reembed", "backup", "file_modes")
@@ -244,7 +244,7 @@ class Snapshot(Protocol):
     def export_memories(self, scope: Scope, filters: Filter | None) -> Iterator[MemoryRow]:
         """The scope's memories that pass ``filters`` (expired ones too), in key order, one by one."""
     def analysis_version(self) -> int:
-        """The version of the text analysis (``store.reanalysis.ANALYSIS_VERSION``) the stored terms
+        """The version of the text analysis (``store.analysis.reanalysis.ANALYSIS_VERSION``) the stored terms
         and entity links were made with; 1 for stores made before it was recorded."""
 
     # retrieval signals
@@ -260,7 +260,7 @@ class Snapshot(Protocol):
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
         """Keyword hits as (key, raw BM25 ≥ 0), best first: FTS5's formula over the memories of the
-        scope's user (of every user when it names none; ``store.keywords``), so no other user's
+        scope's user (of every user when it names none; ``store.sql.keywords``), so no other user's
         memories move a score."""
     def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
         """The nearest entities within the scope as (entity id, text, cosine distance)."""

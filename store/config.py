@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from .errors import InvalidArgument, shown
-from .validation import check_id
+from store.errors import InvalidArgument, shown
+from store.validation import check_id
 
 ENV_PREFIX = "TRIMEM_"
 HOME_VARIABLE = "TRIMEM_HOME"

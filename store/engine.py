@@ -9,6 +9,7 @@ The backend (``store.backend``) is SQLite by default.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import uuid
@@ -16,29 +17,52 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Self, get_args
 
 import numpy as np
 
-from . import cancellation, clock, peers, reanalysis, retrieval, transfer
-from .backend import (
-    Backend, Capability, IdCandidate, IdSource, MemoryRow, NewMemory, Progress, Snapshot, Transaction, require,
+from store import cancellation, clock
+from store.analysis import reanalysis
+from store.analysis.embeddings import Embedder, NameVectors, open_embedder
+from store.analysis.entities import normalize_entity
+from store.analysis.linking import link_entities
+from store.analysis.nlp import NLP, Analysis
+from store.backend import (
+    Backend,
+    Capability,
+    IdCandidate,
+    IdSource,
+    MemoryRow,
+    NewMemory,
+    Progress,
+    Snapshot,
+    Transaction,
+    require,
     to_memory,
 )
-from .config import Config
-from .embeddings import Embedder, NameVectors, open_embedder
-from .entities import normalize_entity
-from .errors import InvalidArgument, NotFound, TrimemError, shown
-from .filters import parse_filters
-from .linking import link_entities
-from .nlp import NLP, Analysis
-from .records import (
-    MESSAGE_ROLES, SHORT_ID_CHARS, SKIPPED_ROLES, AddedMemory, Explanation, HistoryEvent, Memory, ReembedReport,
-    RepairReport, ScopeCount, SearchHit, SentRole, Violation,
+from store.config import Config
+from store.errors import InvalidArgument, NotFound, TrimemError, shown
+from store.exchange import peers, transfer
+from store.filters import parse_filters
+from store.ranking import retrieval
+from store.records import (
+    MESSAGE_ROLES,
+    SHORT_ID_CHARS,
+    SKIPPED_ROLES,
+    AddedMemory,
+    Explanation,
+    HistoryEvent,
+    Memory,
+    ReembedReport,
+    RepairReport,
+    ScopeCount,
+    SearchHit,
+    SentRole,
+    Violation,
 )
-from .scope import EVERY_SCOPE, Scope
-from .tokens import Tokens
-from .validation import (
+from store.scope import EVERY_SCOPE, Scope
+from store.tokens import Tokens
+from store.validation import (
     NO_EXPIRATION,
     CheckedMemory,
     check_expiration,
@@ -78,7 +102,7 @@ def candidate_lines(candidates: Sequence[IdCandidate], count: int) -> list[str]:
     """One line per candidate (sorted by id): the start of its id, long enough to tell it from
     the others listed, and the start of its text; then how many more there are."""
     ids = [candidate.id for candidate in candidates]
-    shared = max((len(os.path.commonprefix(pair)) for pair in zip(ids, ids[1:])), default=0)
+    shared = max((len(os.path.commonprefix(pair)) for pair in itertools.pairwise(ids)), default=0)
     lines = [f"  {candidate.id[:max(SHORT_ID_CHARS, shared + 1)]}  {shown(candidate.text, CANDIDATE_TEXT_CHARS)}"
              for candidate in candidates]
     if count > len(candidates):
@@ -102,7 +126,7 @@ def open_backend(
     model, and without ``create`` a store that does not exist yet is refused, not made."""
     if config.store.database_url:
         try:
-            from .postgres import PostgresBackend  # the driver loads only when a store is opened
+            from store.postgres import PostgresBackend  # the driver loads only when a store is opened
         except ModuleNotFoundError as exc:
             if exc.name not in ("psycopg", "psycopg_pool", "pgvector"):
                 raise
@@ -112,7 +136,7 @@ def open_backend(
             ) from None
         return PostgresBackend(config.store.database_url, model, dimension, pool_size=config.store.database_pool_size,
                                check_model=check_model, create=create)
-    from .sqlite import SQLiteBackend
+    from store.sqlite import SQLiteBackend
 
     return SQLiteBackend(config.database, model, dimension, check_model=check_model, create=create)
 
@@ -156,7 +180,7 @@ class Engine:
             self._reanalyse()
 
     def _reanalyse(self) -> None:
-        """Bring terms and entity links made by older rules up to date (``store.reanalysis``);
+        """Bring terms and entity links made by older rules up to date (``store.analysis.reanalysis``);
         a store this process cannot write keeps them, and says so."""
         if self.backend.read_only:
             log.warning(
@@ -195,7 +219,7 @@ class Engine:
         if self.backend.read_only:
             raise self.backend.refuse_write()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -666,7 +690,7 @@ class Engine:
         filters: Mapping[str, Any] | None = None,
         history: bool = False,
     ) -> Iterator[str]:
-        """Every memory as JSON Lines after a header line (``store/transfer.py``), read from one
+        """Every memory as JSON Lines after a header line (``store/exchange/transfer.py``), read from one
         snapshot and yielded line by line, never all held at once; the scope ids and ``filters``
         narrow it (naming none exports every user's), ``history`` adds each memory's events.
         Expired memories are included; vectors never are (an import derives its own)."""
@@ -695,7 +719,7 @@ class Engine:
         stop: Callable[[], bool] | None = None,
     ) -> transfer.ImportReport:
         """Import a trimem export, or another memory server's file (``source``, see
-        ``store/peers.py``): every memory re-embedded and re-linked with this engine's models,
+        ``store/exchange/peers.py``): every memory re-embedded and re-linked with this engine's models,
         with its id, dates, metadata and (if exported) history kept.
 
         A memory whose id is taken (stored already, or kept by a deleted memory's history, which

@@ -87,9 +87,29 @@ from store.scope import SCOPE_KEYS
 from store.validation import MAX_SQL_INTEGER
 
 __all__ = [
-    "MAX_DEPTH", "MAX_CONDITIONS", "OPERATORS", "TIMESTAMP_KEYS", "parse_filters",
-    "Filter", "All", "AnyOf", "Not", "Equals", "IsNull", "Exists", "Compare", "OneOf", "Contains", "TimeCompare",
-    "Value", "Text", "Number", "Boolean", "Null", "Order", "TimeOperator",
+    "MAX_CONDITIONS",
+    "MAX_DEPTH",
+    "OPERATORS",
+    "TIMESTAMP_KEYS",
+    "All",
+    "AnyOf",
+    "Boolean",
+    "Compare",
+    "Contains",
+    "Equals",
+    "Exists",
+    "Filter",
+    "IsNull",
+    "Not",
+    "Null",
+    "Number",
+    "OneOf",
+    "Order",
+    "Text",
+    "TimeCompare",
+    "TimeOperator",
+    "Value",
+    "parse_filters",
 ]
 
 MAX_DEPTH = 8

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from .relevance import Relevance
-from .scoring import KeywordSource, ScoreBreakdown
+from store.ranking.relevance import Relevance
+from store.ranking.scoring import KeywordSource, ScoreBreakdown
 
 SHORT_ID_CHARS = 8
 """Tables and messages show an id's first 8 characters, which every call taking an id accepts:

@@ -16,11 +16,11 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from .backend import Backend, TokenRow
-from .clock import now, today
-from .errors import InvalidArgument, NotFound, shown
-from .scope import Scope
-from .validation import DATE_PATTERN, check_id
+from store.backend import Backend, TokenRow
+from store.clock import now, today
+from store.errors import InvalidArgument, NotFound, shown
+from store.scope import Scope
+from store.validation import DATE_PATTERN, check_id
 
 TOKEN_MARK = "tm_"
 PREFIX_CHARS = len(TOKEN_MARK) + 8
@@ -144,7 +144,7 @@ class Tokens:
 
         Sessions live in each server's memory, so this records a mark with the token; each server
         reads it with the token on its next request and ends the sessions it holds for the token
-        that were opened before the mark (``mcp_server.limits.SessionCap``).
+        that were opened before the mark (``mcp_server.service.limits.SessionCap``).
         """
         self._check_writable()
         moment = now()

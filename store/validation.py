@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidArgument, shown
-from .records import HistoryEvent
-from .scope import SCOPE_KEYS, Scope
-
+from store.errors import InvalidArgument, shown
+from store.records import HistoryEvent
+from store.scope import SCOPE_KEYS, Scope
 
 MAX_ID_CHARS = 256
 DATE_PATTERN = r"\d{4}-\d{2}-\d{2}"
@@ -187,14 +186,14 @@ def check_timestamp(value: Any, name: str) -> str:
         raise InvalidArgument(f"{name} must be an ISO 8601 timestamp such as '2026-12-01T09:30:00+00:00', "
                               f"got {shown(value)}")
     try:
-        stamp = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        stamp = dt.datetime.fromisoformat(value.strip())
     except ValueError:
         raise InvalidArgument(f"{name} {shown(value)} is not an ISO 8601 timestamp such as "
                               "'2026-12-01T09:30:00+00:00'") from None
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=dt.timezone.utc)
+        stamp = stamp.replace(tzinfo=dt.UTC)
     try:
-        return stamp.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
+        return stamp.astimezone(dt.UTC).isoformat(timespec="microseconds")
     except OverflowError:  # 0001-01-01T00:00+14:00 is still year 0 in UTC
         raise InvalidArgument(f"{name} {shown(value)} falls outside the years 1 to 9999 in UTC; "
                               "send a real date and time") from None

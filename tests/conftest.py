@@ -17,11 +17,11 @@ import pytest
 
 from bench.postgres import database_url
 from store import Config, Engine, load_config
-from store.embeddings import OnnxEmbedder
-from store.nlp import NLP
+from store.analysis.embeddings import OnnxEmbedder
+from store.analysis.nlp import NLP
 
 sys.path.insert(0, str(Path(__file__).parent / "stress"))
-from forkserver import ForkServer  # noqa: E402
+from forkserver import ForkServer
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -20,7 +20,7 @@ import anyio
 import pytest
 from test_service import connected, served  # pytest puts tests/ on sys.path (prepend import mode)
 
-from mcp_server.access_log import record
+from mcp_server.service.access_log import record
 from store import Config, Engine, InvalidArgument
 
 FIELDS = ["token", "tool", "user_id", "agent_id", "run_id", "results", "ms", "status"]

@@ -17,7 +17,8 @@ DRIVERS = {"sqlite": {"apsw", "sqlite_vec"}, "postgres": {"psycopg", "psycopg_po
 """Each backend package, and the driver modules only it may import."""
 EVERY_DRIVER = set().union(*DRIVERS.values())
 ABOVE_THE_SEAM = (
-    "backend", "retrieval", "linking", "transfer", "reanalysis", "scoring", "filters", "scope", "clock", "records",
+    "backend", "ranking/retrieval", "analysis/linking", "exchange/transfer", "analysis/reanalysis", "ranking/scoring",
+    "filters", "scope", "clock", "records",
 )
 
 

@@ -15,8 +15,8 @@ import pytest
 from bench import ideas, locomo, metrics, quality, ranking_cost, report, speed
 from bench.stages import SEARCH_STAGES, StageClock
 from store import Config, Engine, MemoryInput
-from store.sqlite.signals import SignalReads
 from store.scope import Scope as StoreScope
+from store.sqlite.signals import SignalReads
 
 # --- metrics, computed by hand ---------------------------------------------------------------
 

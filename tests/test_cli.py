@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import db_argument
 
 from mcp_server.cli import cli
-from conftest import db_argument
 from store import Config, Engine
-from store.scoring import KEYWORD_SOURCES
+from store.ranking.scoring import KEYWORD_SOURCES
 
 
 @pytest.fixture
@@ -214,7 +214,7 @@ def test_add_file_reads_stdin_and_uses_the_default_user(run: Callable, engine: E
 def test_add_file_writes_one_add_many_call_per_chunk_and_scope(
     run: Callable, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcp_server import bulk
+    from mcp_server.cli import bulk
 
     calls: list[tuple[dict, int]] = []
     add_many = Engine.add_many
@@ -313,7 +313,7 @@ def test_json_is_the_tools_structured_output(run: Callable, config: Config,
     import anyio
     from mcp import Client
 
-    from mcp_server.server import build_server
+    from mcp_server.tools.server import build_server
 
     add_three(run)
 
@@ -353,7 +353,7 @@ def test_an_ambiguous_prefix_names_the_candidates(run: Callable, engine: Engine,
     import anyio
     from mcp import Client
 
-    from mcp_server.server import build_server
+    from mcp_server.tools.server import build_server
 
     fixed = iter([uuid.UUID("abcd1111-0000-4000-8000-000000000000"), uuid.UUID("abcd2222-0000-4000-8000-000000000000")])
     monkeypatch.setattr("store.engine.uuid", types.SimpleNamespace(uuid4=lambda: next(fixed)))
@@ -439,7 +439,7 @@ def test_update_memory_tool_merges_and_sets_the_expiration(config: Config, engin
     import anyio
     from mcp import Client
 
-    from mcp_server.server import build_server
+    from mcp_server.tools.server import build_server
 
     memory_id = engine.add("Ana lives in Lisbon", user_id="default", metadata={"city": "Lisbon", "a": 1})[0].memory.id
 
@@ -517,7 +517,7 @@ def test_mcp_out_of_range_top_k_is_the_plain_message(config: Config,
     import anyio
     from mcp import Client
 
-    from mcp_server.server import build_server
+    from mcp_server.tools.server import build_server
 
     async def scenario() -> tuple[str, dict]:
         async with Client(build_server(config, open_engine=engine_factory)) as client:
@@ -534,7 +534,7 @@ def test_mcp_out_of_range_top_k_is_the_plain_message(config: Config,
 def test_doctor_names_versions_and_configuration_without_loading_spacy(
     db_arg: str, config: Config, embedder: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from store.nlp import NLP
+    from store.analysis.nlp import NLP
 
     unloaded = NLP()
     monkeypatch.setattr("store.engine.Engine",
@@ -650,7 +650,7 @@ def test_import_from_a_peer_into_a_named_user_with_a_dry_run_first(run: Callable
 def test_import_progress_is_a_bar_on_a_terminal_and_nothing_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from mcp_server import transfer as glue
+    from mcp_server.cli import transfer as glue
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -24,7 +24,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcp_server.server import build_server
+from mcp_server.tools.server import build_server
 from store import Config, Engine
 
 TRIMEM = Path(sys.executable).with_name("trimem")
@@ -145,8 +145,8 @@ def test_a_prefix_too_short_for_its_one_id_names_it(shared_start: Engine, db_arg
     assert shared_start.get(BOB, user_id="default").text == "Bob repairs old bicycles"  # not deleted
     assert json.loads(ok(trimem(db_arg, "delete", "5e6f")))["deleted"]["id"] == BOB  # 4 characters: enough
     ran = trimem(db_arg, "get", "9d4c")  # carla's only: for the default user, nothing starts so
-    assert (ran.status, ran.stderr) == (1, "Error: memory '9d4c' not found for --user-id='default'; listing the "
-                                           "memories shows the ids in this scope\n")
+    assert (ran.status, ran.stderr) == (1, ("Error: memory '9d4c' not found for --user-id='default'; listing the "
+                                           "memories shows the ids in this scope\n"))
     assert json.loads(ok(trimem(db_arg, "get", "9d4c", "--user-id", "carla")))["id"] == THEIRS
 
 

@@ -13,7 +13,7 @@ import pytest
 from cogapp import Cog
 
 from mcp_server.cli import cli
-from mcp_server.server import build_server
+from mcp_server.tools.server import build_server
 from store import Engine, load_config
 
 ROOT = Path(__file__).resolve().parents[1]

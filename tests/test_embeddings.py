@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from store import Engine, load_config
-from store.embeddings import NameVectors, OnnxEmbedder, SentenceTransformerEmbedder, open_embedder
+from store.analysis.embeddings import NameVectors, OnnxEmbedder, SentenceTransformerEmbedder, open_embedder
 
 SENTENCES = [
     "hi",
@@ -101,7 +101,7 @@ def test_a_damaged_cache_is_rebuilt_not_used(
     good_size = graph.stat().st_size
     damage(graph, sidecar)
     rebuilt = OnnxEmbedder(cache_dir=tmp_path / "cache")
-    with caplog.at_level(logging.WARNING, logger="store.onnx_cache"):
+    with caplog.at_level(logging.WARNING, logger="store.analysis.onnx_cache"):
         vectors = rebuilt.embed_batch(SENTENCES[:4])
     [warning] = caplog.records
     assert warning.getMessage().startswith(f"the cached embedding model {graph.parent} is damaged (")
@@ -128,7 +128,7 @@ def test_name_vectors_embed_each_name_once_and_forget_the_least_recent(embedder:
     class Counting:
         name, dimension, backend = embedder.name, embedder.dimension, embedder.backend
 
-        def embed_batch(self, texts):  # noqa: ANN001, ANN202
+        def embed_batch(self, texts):
             seen.append(list(texts))
             return embedder.embed_batch(texts)
 

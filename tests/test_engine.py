@@ -127,7 +127,7 @@ def test_list_is_newest_first_and_paginates(engine: Engine) -> None:
 
 
 def test_expired_memories_are_hidden_unless_asked_for(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    today = dt.datetime.now(dt.timezone.utc).date()
+    today = dt.datetime.now(dt.UTC).date()
     engine.add("Ana's parking permit is valid", user_id="ana", expiration_date=today.isoformat())
     engine.add("Ana's gym pass is valid", user_id="ana", expiration_date=(today + dt.timedelta(days=1)).isoformat())
     # A past date is refused at add time, so move the clock instead: tomorrow the permit has expired.
@@ -216,7 +216,7 @@ def test_status_reports_versions_models_and_counts(engine: Engine) -> None:
     ("statement", "forbidden"),
     [
         ("import store; from store import Engine", ("torch", "spacy", "sentence_transformers")),
-        ("import store.scoring", ("apsw", "torch", "spacy", "sentence_transformers", "numpy")),
+        ("import store.ranking.scoring", ("apsw", "torch", "spacy", "sentence_transformers", "numpy")),
     ],
 )
 def test_imports_load_no_model(statement: str, forbidden: tuple[str, ...]) -> None:

@@ -193,8 +193,8 @@ def test_integer_range_is_sqlite_64_bit():
         ([{"a": 1}], "^invalid filters: filters must be a dict"),
         ("a=1", "^invalid filters: filters must be a dict"),
         ({"AND": [{"OR": [{"a": 1}, ["b"]]}]}, "each entry of \"OR\" must be a filter dict"),
-        ({"created_at": {"after": "2026"}}, "unknown operator 'after' for created_at; valid operators: "
-                                            "eq, ne, gt, gte, lt, lte"),
+        ({"created_at": {"after": "2026"}}, ("unknown operator 'after' for created_at; valid operators: "
+                                            "eq, ne, gt, gte, lt, lte")),
         ({"created_at": {"in": ["2026"]}}, "unknown operator 'in' for created_at"),
         ({"created_at": "yesterday"}, 'created_at compares with a date or time such as "2026-12-01"'),
         ({"updated_at": {"gte": "2026-1"}}, "updated_at compares with a date or time"),

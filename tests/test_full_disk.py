@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from mcp import Client
 
-from mcp_server.server import build_server
+from mcp_server.tools.server import build_server
 from store import Config, Engine
+from store.engine import MemoryInput
+from store.errors import DiskFull
 from store.scope import Scope
 from store.sqlite import connection
 from store.sqlite.statements import SQLiteTransaction
-from store.engine import MemoryInput
-from store.errors import DiskFull
 
 # A full disk under an SQLite file: PostgreSQL's own disk is its server's (tests/test_postgres.py).
 pytestmark = pytest.mark.only_on("sqlite")

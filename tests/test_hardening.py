@@ -19,7 +19,6 @@ import pytest
 from store import Config, Engine, TrimemError
 from store.sqlite import connection
 
-
 # --- 2. a search is one snapshot --------------------------------------------------------------------------------
 
 
@@ -95,9 +94,8 @@ def _scratch(tmp_path: Path) -> apsw.Connection:
 def test_a_failed_commit_is_rolled_back_and_the_next_write_works(tmp_path: Path) -> None:
     conn = _scratch(tmp_path)
     failing = FailingCommit(conn, apsw.IOError("disk I/O error"))
-    with pytest.raises(TrimemError, match="disk I/O error") as caught:
-        with connection.write_transaction(failing):
-            conn.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(TrimemError, match="disk I/O error") as caught, connection.write_transaction(failing):
+        conn.execute("INSERT INTO t VALUES (1)")
     assert isinstance(caught.value.__cause__, apsw.IOError)
     assert not conn.in_transaction
     with connection.write_transaction(conn):  # on main: "cannot start a transaction within a transaction"
@@ -107,21 +105,19 @@ def test_a_failed_commit_is_rolled_back_and_the_next_write_works(tmp_path: Path)
 
 def test_when_sqlite_already_rolled_back_the_real_error_surfaces(tmp_path: Path) -> None:
     conn = _scratch(tmp_path)
-    with pytest.raises(TrimemError, match="disk holding .* is full") as caught:
-        with connection.write_transaction(conn):
-            conn.execute("INSERT INTO t VALUES (1)")
-            conn.execute("ROLLBACK")  # what SQLite does by itself on SQLITE_FULL or SQLITE_IOERR
-            raise apsw.FullError("database or disk is full")
+    with pytest.raises(TrimemError, match="disk holding .* is full") as caught, connection.write_transaction(conn):
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.execute("ROLLBACK")  # what SQLite does by itself on SQLITE_FULL or SQLITE_IOERR
+        raise apsw.FullError("database or disk is full")
     assert isinstance(caught.value.__cause__, apsw.FullError)  # on main: "cannot rollback - no transaction"
     assert not conn.in_transaction and conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
 
 
 def test_other_errors_inside_a_write_roll_back_and_propagate_unchanged(tmp_path: Path) -> None:
     conn = _scratch(tmp_path)
-    with pytest.raises(KeyError):
-        with connection.write_transaction(conn):
-            conn.execute("INSERT INTO t VALUES (1)")
-            raise KeyError("boom")
+    with pytest.raises(KeyError), connection.write_transaction(conn):
+        conn.execute("INSERT INTO t VALUES (1)")
+        raise KeyError("boom")
     assert not conn.in_transaction and conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
 
 
@@ -161,7 +157,7 @@ def test_a_search_answers_while_another_process_holds_the_write_lock(engine: Eng
         holder.stdin.close()
         holder.wait(timeout=30)
     writer.join(timeout=60)
-    assert [m.text for m in engine.list(user_id="ana")][0] == "Ana's sister Marta lives in Madrid"
+    assert next(m.text for m in engine.list(user_id="ana")) == "Ana's sister Marta lives in Madrid"
 
 
 # --- 5. another model of the same dimension: tests/test_engine.py::test_a_database_built_with_another_model_is_refused
@@ -217,7 +213,7 @@ def _cli(arguments: list[str], engine_factory: Callable[[Config], Engine], monke
     return CliRunner().invoke(cli, arguments)
 
 
-def _refused(result) -> str:  # noqa: ANN001
+def _refused(result) -> str:
     """The one-line message of a command that must fail without a traceback."""
     assert result.exit_code != 0, result.output
     assert isinstance(result.exception, SystemExit), repr(result.exception)  # an exit with a message, no crash
@@ -339,14 +335,14 @@ def test_a_read_only_database_is_read_and_never_written(engine: Engine, db_path:
 
 BAD_SETTINGS = [
     ({"TRIMEM_MAX_RESULT_CHARS": "-5"},
-     "configuration [server] max_result_chars = -5 is not allowed: it must be a whole number of at least 1 "
-     "(set it in a --config file or TRIMEM_MAX_RESULT_CHARS)"),
+     ("configuration [server] max_result_chars = -5 is not allowed: it must be a whole number of at least 1 "
+     "(set it in a --config file or TRIMEM_MAX_RESULT_CHARS)")),
     ({"TRIMEM_USER_ID": ""},
-     "configuration [server] user_id = '' is not allowed: it must be a non-empty id without spaces, "
-     "e.g. 'ana_lopez' (set it in a --config file or TRIMEM_USER_ID)"),
+     ("configuration [server] user_id = '' is not allowed: it must be a non-empty id without spaces, "
+     "e.g. 'ana_lopez' (set it in a --config file or TRIMEM_USER_ID)")),
     ({"TRIMEM_LOG_LEVEL": "LOUD"},
-     "configuration [server] log_level = 'LOUD' is not allowed: use one of DEBUG, INFO, WARNING, ERROR, "
-     "CRITICAL (set it in a --config file or TRIMEM_LOG_LEVEL)"),
+     ("configuration [server] log_level = 'LOUD' is not allowed: use one of DEBUG, INFO, WARNING, ERROR, "
+     "CRITICAL (set it in a --config file or TRIMEM_LOG_LEVEL)")),
     ({"TRIMEM_INFERENCE_THREADS": "0"}, "[store] inference_threads = 0 is not allowed"),
     ({"TRIMEM_EMBEDDING_BACKEND": "cuda"}, "[store] embedding_backend = 'cuda' is not allowed: use one of onnx, onnx-int8, torch"),
     ({"TRIMEM_THRESHOLD": "nan"}, "[search] threshold = nan is not allowed"),
@@ -383,11 +379,11 @@ def test_a_config_file_value_of_the_wrong_type_is_refused(tmp_path: Path) -> Non
 
 # --- 10. scopes: the default user whenever user_id is absent ------------------------------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from mcp_server import default_scope, named_scope  # noqa: E402
-from store import InvalidArgument  # noqa: E402
+from mcp_server.call_scope import default_scope, named_scope
+from store import InvalidArgument
 
 USERS, AGENTS, RUNS = ("default", "ana", "bob"), ("", "planner"), ("", "r1")
 
@@ -457,7 +453,7 @@ def test_expired_memories_take_no_slot_and_no_share_of_the_denominator(
 
     from store.engine import MemoryInput
 
-    today = dt.datetime.now(dt.timezone.utc).date()
+    today = dt.datetime.now(dt.UTC).date()
     expired = [MemoryInput(f"Ana's parking permit number {n} for the garage is valid") for n in range(65)]
     engine.add_many(expired, user_id="ana", expiration_date=today.isoformat())
     engine.add("Ana may leave her car in the office garage", user_id="ana")
@@ -483,7 +479,7 @@ def test_timestamps_always_carry_six_digits_of_microseconds(monkeypatch: pytest.
 
     class OnTheSecond(dt.datetime):
         @classmethod
-        def now(cls, tz=None):  # noqa: ANN001, ANN206
+        def now(cls, tz=None):
             return dt.datetime(2026, 12, 2, 16, 0, 0, 0, tzinfo=tz)
 
     monkeypatch.setattr(clock.dt, "datetime", OnTheSecond)

@@ -18,10 +18,10 @@ import apsw
 import pytest
 from mcp import Client
 
-from mcp_server.server import build_server
+from mcp_server.tools.server import build_server
 from store import Config, Engine, InvalidArgument
+from store.exchange.transfer import FORMAT, BadLine
 from store.sqlite import connection, schema
-from store.transfer import FORMAT, BadLine
 
 HEADER = {"format": FORMAT, "format_version": 1}
 TRIMEM = Path(sys.executable).with_name("trimem")
@@ -96,14 +96,14 @@ SERVICE_ROW = ("INSERT INTO memories(content_hash, content, created_at) VALUES (
                "('h2', 'Ana prefers Postgres', {created_at})")
 HOSTILE_PEER_FILES = [
     ("view.db", "mcp-memory-service",
-     "CREATE TABLE notes (content TEXT); CREATE VIEW memories AS SELECT content FROM notes; "
-     "INSERT INTO notes VALUES ('Deploy on Fridays')",
+     ("CREATE TABLE notes (content TEXT); CREATE VIEW memories AS SELECT content FROM notes; "
+     "INSERT INTO notes VALUES ('Deploy on Fridays')"),
      "'s memories is a view, not the table of rows that format keeps; point at its own database file"),
     ("without-rowid.db", "mcp-memory-service",
-     "CREATE TABLE memories (content_hash TEXT PRIMARY KEY, content TEXT) WITHOUT ROWID; "
-     "INSERT INTO memories VALUES ('h1', 'Deploy on Fridays')",
-     "'s memories is a WITHOUT ROWID table, not the table of rows that format keeps; point at its own database "
-     "file"),
+     ("CREATE TABLE memories (content_hash TEXT PRIMARY KEY, content TEXT) WITHOUT ROWID; "
+     "INSERT INTO memories VALUES ('h1', 'Deploy on Fridays')"),
+     ("'s memories is a WITHOUT ROWID table, not the table of rows that format keeps; point at its own database "
+     "file")),
     ("far-future.db", "mcp-memory-service",
      "CREATE TABLE memories (content_hash TEXT, content TEXT, created_at REAL); " + SERVICE_ROW.format(created_at="1e20"),
      ", row 2: created_at 1e+20 is not a time in seconds since 1970 between the years 1 and 9999"),
@@ -169,10 +169,10 @@ UPDATE = {"event": "UPDATE", "old_text": TEA, "new_text": GREEN, "old_metadata":
          "history[1].old_text 'Bob likes cake' is not 'Ana likes tea', what the event before it left"),
         ("Ana likes coffee", {}, [ADD], "text 'Ana likes coffee' is not 'Ana likes tea', what its history leaves"),
         (TEA, {"mood": "calm"}, [ADD], "metadata {'mood': 'calm'} is not {}, what its history leaves"),
-        (TEA, {}, [ADD, ADD], "history[1] is ADD, which cannot come here: a stored memory can only be updated or "
-                              "deleted"),
-        (GREEN, {}, [ADD, DELETE, UPDATE], "history[2] is UPDATE, which cannot come here: a deleted memory can "
-                                           "only be restored (or added again)"),
+        (TEA, {}, [ADD, ADD], ("history[1] is ADD, which cannot come here: a stored memory can only be updated or "
+                              "deleted")),
+        (GREEN, {}, [ADD, DELETE, UPDATE], ("history[2] is UPDATE, which cannot come here: a deleted memory can "
+                                           "only be restored (or added again)")),
         ("Bob likes cake", {}, [ADD, DELETE, {"event": "RESTORE", "new_text": "Bob likes cake", "new_metadata": {},
                                               "created_at": "2024-01-04T00:00:00Z"}],
          "history[2].new_text 'Bob likes cake' is not 'Ana likes tea', what the DELETE took"),

@@ -4,7 +4,7 @@ finding 8), and both backends compute them alike.
 FTS5's ``bm25()`` counted N, n(t) and avgdl over the whole SQLite file, so Bob's ``bm25_raw``
 for "quokkafest tickets" went from 1.118 to 3.283 when Carol stored 25 memories naming the
 festival: Bob learnt whether, and how often, another user wrote a word. Both backends now count
-them over the user the query is scoped to (``store.keywords``).
+them over the user the query is scoped to (``store.sql.keywords``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import apsw
 import pytest
 
 from store import Config, Engine, MemoryInput, load_config
-from store.embeddings import OnnxEmbedder
-from store.nlp import NLP
-from store.reanalysis import ANALYSIS_VERSION
+from store.analysis.embeddings import OnnxEmbedder
+from store.analysis.nlp import NLP
+from store.analysis.reanalysis import ANALYSIS_VERSION
 from store.scope import Scope
 from store.sqlite import connection, schema
 from store.sqlite.sql import vector_blob

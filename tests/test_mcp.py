@@ -12,21 +12,21 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mcp_server.server import build_server
+from mcp_server.tools.server import build_server
 from store import Config, Engine, load_config
 
 pytestmark = pytest.mark.anyio
 
 TOOLS = {
-    "add_memory": dict(read_only_hint=False, destructive_hint=False),
-    "search_memory": dict(read_only_hint=True),
-    "explain_search": dict(read_only_hint=True),
-    "get_memory": dict(read_only_hint=True),
-    "list_memories": dict(read_only_hint=True),
-    "update_memory": dict(read_only_hint=False, destructive_hint=True),
-    "delete_memory": dict(read_only_hint=False, destructive_hint=True),
-    "delete_all_memories": dict(read_only_hint=False, destructive_hint=True),
-    "memory_history": dict(read_only_hint=True),
+    "add_memory": {"read_only_hint": False, "destructive_hint": False},
+    "search_memory": {"read_only_hint": True},
+    "explain_search": {"read_only_hint": True},
+    "get_memory": {"read_only_hint": True},
+    "list_memories": {"read_only_hint": True},
+    "update_memory": {"read_only_hint": False, "destructive_hint": True},
+    "delete_memory": {"read_only_hint": False, "destructive_hint": True},
+    "delete_all_memories": {"read_only_hint": False, "destructive_hint": True},
+    "memory_history": {"read_only_hint": True},
 }
 
 

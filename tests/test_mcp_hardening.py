@@ -16,7 +16,7 @@ from test_mcp import anyio_backend, call, client, connect, fail, opened  # noqa:
 
 from mcp_server import models
 from store import records
-from store.scoring import ScoreBreakdown
+from store.ranking.scoring import ScoreBreakdown
 
 pytestmark = pytest.mark.anyio
 

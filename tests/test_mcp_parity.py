@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from mcp import Client
 
 from mcp_server.cli import cli
-from mcp_server.server import build_server
+from mcp_server.tools.server import build_server
 from store import Config, Engine
 
 FACTS = ["Ana works at Globex in Lisbon", "Ana is allergic to peanuts", "Bob repairs old bicycles"]

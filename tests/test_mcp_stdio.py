@@ -118,7 +118,7 @@ def test_python_m_mcp_server_help() -> None:
 
 def test_importing_the_server_loads_no_model() -> None:
     code = (
-        "import sys, mcp_server.server, mcp_server.cli; "
+        "import sys, mcp_server.tools.server, mcp_server.cli; "
         "print(sorted(m for m in ('torch', 'spacy', 'sentence_transformers') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

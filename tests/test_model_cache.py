@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from store import load_config
-from store.embeddings import DEFAULT_MODEL, packaged_model_path
-from store.onnx_cache import ABANDONED_AFTER, Recipe
+from store.analysis.embeddings import DEFAULT_MODEL, packaged_model_path
+from store.analysis.onnx_cache import ABANDONED_AFTER, Recipe
 
-PREPARING = "INFO store.onnx_cache: preparing the embedding model for first use (once per user, about ten seconds)"
+PREPARING = "INFO store.analysis.onnx_cache: preparing the embedding model for first use (once per user, about ten seconds)"
 
 
 def trimem(*argv: str, cache_home: Path, home: Path, **settings: str) -> subprocess.Popen:
@@ -81,7 +81,7 @@ def test_every_data_folder_shares_the_users_copy(first_start, tmp_path: Path):
 def test_debug_shows_the_export_as_it_happens(tmp_path: Path):
     stderr = finished(trimem("--log-level", "debug", "add", "Ana drinks sencha",
                              cache_home=tmp_path / "user-cache", home=tmp_path / "home"))
-    assert "DEBUG store.onnx_cache: exporting " in stderr
+    assert "DEBUG store.analysis.onnx_cache: exporting " in stderr
     assert "INFO sentence_transformers" in stderr
     assert "Batches: 100%" in stderr  # sentence-transformers' progress bar while it checks the export
 

@@ -1,4 +1,4 @@
-"""Tests for store.nlp and its rules (store.terms, store.entities): BM25 terms and entities.
+"""Tests for store.analysis.nlp and its rules (store.analysis.terms, store.analysis.entities): BM25 terms and entities.
 
 Everything goes through the two entry points the engine uses: ``analyze_query`` (search)
 and ``analyze_batch`` (writes).
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from store.analysis.entities import MAX_ENTITIES, Entity, normalize_entity
+from store.analysis.nlp import BLANK, MAX_CHARS, NLP, SPACY_MAX_CHARS, Analysis
+from store.analysis.terms import Vocabulary
 from store.errors import ModelUnavailable
-from store.entities import MAX_ENTITIES, Entity, normalize_entity
-from store.nlp import BLANK, MAX_CHARS, NLP, SPACY_MAX_CHARS, Analysis
-from store.terms import Vocabulary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,7 +65,7 @@ def by_norm(entities: tuple[Entity, ...]) -> dict[str, Entity]:
 # --------------------------------------------------------------------------- #
 # Loading
 # --------------------------------------------------------------------------- #
-@pytest.mark.parametrize("module", ["store.nlp", "store.entities", "store.terms"])
+@pytest.mark.parametrize("module", ["store.analysis.nlp", "store.analysis.entities", "store.analysis.terms"])
 def test_import_does_not_import_spacy(module: str) -> None:
     code = f"import sys, {module}; print('spacy' in sys.modules)"
     out = subprocess.run(

@@ -17,16 +17,17 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
-
 from forkserver import ForkServer
-from bench.postgres import database_url
-from mcp_server.cli import cli
 from scenarios import concurrent_writers
 from test_transfer import assert_same_store, everything, export_to, fill
+
+from bench.postgres import database_url
+from mcp_server.cli import cli
 from store import Config, Engine, load_config
 from store.backend import Unsupported
 from store.errors import TrimemError
 from store.postgres.schema import SCHEMA_VERSION
+
 
 @pytest.fixture
 def postgres(postgres_url: str, model_cache: Path) -> Config:
@@ -38,7 +39,7 @@ def postgres(postgres_url: str, model_cache: Path) -> Config:
 
 
 def test_four_processes_write_a_hundred_memories_each_and_none_is_lost_or_doubled(
-    fork_server: ForkServer, postgres: Config, embedder, nlp  # noqa: ANN001
+    fork_server: ForkServer, postgres: Config, embedder, nlp
 ) -> None:
     stats = concurrent_writers(fork_server, postgres, embedder, nlp, processes=4, writes=100)
     print(f"\npostgres writers: {stats}")
@@ -109,7 +110,7 @@ def test_export_from_sqlite_and_import_into_postgres_and_back_keeps_memories_and
 # --- what PostgreSQL says about itself --------------------------------------------------------------
 
 
-def test_doctor_check_reports_versions_schema_and_an_invalid_index(postgres: Config, engine_factory) -> None:  # noqa: ANN001
+def test_doctor_check_reports_versions_schema_and_an_invalid_index(postgres: Config, engine_factory) -> None:
     with engine_factory(postgres) as engine:
         engine.add("Ana likes kayaking", user_id="ana")
     runner = CliRunner()
@@ -124,7 +125,7 @@ def test_doctor_check_reports_versions_schema_and_an_invalid_index(postgres: Con
     assert "index: index memories_embedding is not valid; REINDEX INDEX memories_embedding" in broken.output
 
 
-def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:  # noqa: ANN001
+def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:
     with engine_factory(postgres) as engine:
         engine.add("Ana likes kayaking", user_id="ana")
         with pytest.raises(Unsupported, match="pg_dump"):
@@ -177,7 +178,7 @@ def role(postgres_server: str, postgres_url: str) -> Callable[..., str]:
     return make
 
 
-def test_a_wrong_password_is_one_line_without_the_password(postgres: Config, engine_factory, role) -> None:  # noqa: ANN001
+def test_a_wrong_password_is_one_line_without_the_password(postgres: Config, engine_factory, role) -> None:
     engine_factory(postgres).close()  # the schema exists
     url = role("right-password")
     line = _one_line(postgres.using(url.replace("right-password", "wrong-password")), "list")
@@ -240,7 +241,7 @@ def test_keyword_terms_fold_as_sqlites_fts5_tokenizer_does() -> None:
     (Latin, Greek, Cyrillic), but U+037F, which Unicode added after FTS5's case tables."""
     import apsw
 
-    from store.keywords import fold
+    from store.sql.keywords import fold
 
     conn = apsw.Connection(":memory:")
     conn.execute("CREATE VIRTUAL TABLE f USING fts5(t); CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")

@@ -8,9 +8,9 @@ import logging
 import pytest
 
 from store import Config, Engine, MemoryInput
-from store.embeddings import OnnxEmbedder
-from store.nlp import NLP
-from store.reanalysis import ANALYSIS_VERSION
+from store.analysis.embeddings import OnnxEmbedder
+from store.analysis.nlp import NLP
+from store.analysis.reanalysis import ANALYSIS_VERSION
 from store.scope import Scope
 
 OLD_TERMS = {
@@ -47,7 +47,7 @@ def test_an_older_store_is_analysed_again_when_opened(
         allergy = next(memory.id for memory in before.values() if "Allergic" in memory.text)
         assert engine.entities(allergy, user_id="ana") == ["allergic", "andreas weber"]
 
-    with caplog.at_level(logging.WARNING, logger="store.reanalysis"), Engine(config, embedder=embedder, nlp=nlp) as engine:
+    with caplog.at_level(logging.WARNING, logger="store.analysis.reanalysis"), Engine(config, embedder=embedder, nlp=nlp) as engine:
         assert "analysing 2 stored memories again" in caplog.text
         with engine.backend.snapshot() as view:
             assert view.analysis_version() == ANALYSIS_VERSION
@@ -62,7 +62,7 @@ def test_an_older_store_is_analysed_again_when_opened(
         assert {memory_id: engine.history(memory_id, user_id="ana") for memory_id in after} == history
 
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="store.reanalysis"), Engine(config, embedder=embedder, nlp=nlp):
+    with caplog.at_level(logging.WARNING, logger="store.analysis.reanalysis"), Engine(config, embedder=embedder, nlp=nlp):
         assert "again" not in caplog.text
 
 

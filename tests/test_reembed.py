@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from sqlite_files import execute
+
 from store import Config, Engine, InvalidArgument, MemoryInput, SchemaMismatch
+from store.analysis.embeddings import OnnxEmbedder, packaged_model_path
+from store.analysis.nlp import NLP
 from store.sqlite import connection, reembed
-from store.embeddings import OnnxEmbedder, packaged_model_path
-from store.nlp import NLP
 
 # Re-embedding in place is an SQLite capability; on PostgreSQL it is refused up front (tests/test_postgres.py).
 pytestmark = pytest.mark.only_on("sqlite")

@@ -1,4 +1,4 @@
-"""Saying nothing when nothing is relevant (``store/relevance.py``): a store of everyday facts,
+"""Saying nothing when nothing is relevant (``store/ranking/relevance.py``): a store of everyday facts,
 questions it answers (one word, names, loose phrasings) and questions it does not, on both
 backends with the real models; the decision in ``explain``; Mem0's ranking, a caller's
 threshold and the switch left alone; the arithmetic itself."""
@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from bench.everyday import ANSWERABLE, FACTS, UNRELATED
 from store import Config, Engine
-from store.relevance import KNOWN_NAME_SIMILARITY, judge
+from store.ranking.relevance import KNOWN_NAME_SIMILARITY, judge
 
 
 @pytest.fixture

@@ -20,17 +20,16 @@ from pathlib import Path
 
 import apsw
 import pytest
+from forkserver import ForkServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
-
+from scenarios import concurrent_writers, crash_cycles, fullest_check
 from sqlite_files import execute
+
 from store import Engine, InvalidArgument, NotFound
 from store.sqlite import connection
 from store.sqlite.maintenance import check as check_connection
-
-from forkserver import ForkServer
-from scenarios import concurrent_writers, crash_cycles, fullest_check
 
 FACTS = [
     "Alice moved to Paris to work at Google on search ranking",
@@ -46,7 +45,7 @@ def _fill(engine: Engine, user: str = "ana") -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def filled_file(tmp_path_factory: pytest.TempPathFactory, embedder, nlp) -> Path:  # noqa: ANN001
+def filled_file(tmp_path_factory: pytest.TempPathFactory, embedder, nlp) -> Path:
     """A database holding ``FACTS``, written once per module (closing it checkpoints the WAL)."""
     from store import load_config
 
@@ -57,7 +56,7 @@ def filled_file(tmp_path_factory: pytest.TempPathFactory, embedder, nlp) -> Path
 
 
 @pytest.fixture
-def filled(filled_file: Path, config, engine_factory) -> Iterator[Engine]:  # noqa: ANN001
+def filled(filled_file: Path, config, engine_factory) -> Iterator[Engine]:
     """An engine on a fresh copy of ``filled_file``, to damage at will."""
     shutil.copy(filled_file, config.database)
     with engine_factory(config) as engine:
@@ -215,7 +214,7 @@ def test_doctor_check_and_repair_from_the_command_line(engine: Engine, tmp_path:
 
 
 @pytest.mark.only_on("sqlite")
-def test_backup_restores_to_the_same_memories(engine: Engine, tmp_path: Path, embedder, nlp, config) -> None:  # noqa: ANN001
+def test_backup_restores_to_the_same_memories(engine: Engine, tmp_path: Path, embedder, nlp, config) -> None:
     _fill(engine)
     target = tmp_path / "backups" / "copy.db"
     engine.backup(target)
@@ -241,7 +240,7 @@ def test_backup_restores_to_the_same_memories(engine: Engine, tmp_path: Path, em
 
 
 @pytest.mark.only_on("sqlite")
-def test_backup_while_another_process_writes(  # noqa: ANN001
+def test_backup_while_another_process_writes(
     fork_server: ForkServer, engine: Engine, tmp_path: Path, embedder, nlp, config
 ) -> None:
     _fill(engine)
@@ -263,14 +262,14 @@ def test_backup_while_another_process_writes(  # noqa: ANN001
 
 
 @pytest.mark.only_on("sqlite")
-def test_crash_consistency_under_random_sigkill(fork_server: ForkServer, config, embedder, nlp) -> None:  # noqa: ANN001
+def test_crash_consistency_under_random_sigkill(fork_server: ForkServer, config, embedder, nlp) -> None:
     stats = crash_cycles(fork_server, config, embedder, nlp, kills=24, seed=5)
     print(f"\ncrash: {stats}")
     assert stats.kills >= 20 and stats.acknowledged > 0
     assert stats.kills_inside_transaction > 0  # some kills did land mid-transaction
 
 
-def test_several_processes_share_one_file_without_losing_writes(  # noqa: ANN001
+def test_several_processes_share_one_file_without_losing_writes(
     fork_server: ForkServer, config, embedder, nlp
 ) -> None:
     stats = concurrent_writers(fork_server, config, embedder, nlp, processes=4, writes=50)
@@ -366,7 +365,7 @@ MESSAGES = st.one_of(
     st.lists(st.one_of(WRONG, st.fixed_dictionaries({}, optional={"role": st.just("user"), "content": TEXT})), max_size=3),
 )
 
-SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "derandomize": True}
 
 
 def _hostile_calls(engine: Engine, known: list[str]) -> dict[str, dict[str, tuple[st.SearchStrategy, st.SearchStrategy]]]:
@@ -445,7 +444,7 @@ READ_SCOPES = st.fixed_dictionaries(
 WORDS = ["Alice", "Bob", "Paris", "Lagos", "piano", "budget", "coffee", "Google", "the migration", "'quoted'"]
 
 
-def _inside(memory, scope: dict[str, str]) -> bool:  # noqa: ANN001
+def _inside(memory, scope: dict[str, str]) -> bool:
     """The memory lies in the read scope: it has every id the read names."""
     return all(getattr(memory, key) == value for key, value in scope.items())
 
@@ -456,7 +455,7 @@ def _visible(written: dict[str, str], scope: dict[str, str]) -> bool:
 
 
 @pytest.mark.parametrize("pool", ["semantic", "union"])
-def test_no_read_returns_another_scopes_memory(pool: str, another_store, embedder, nlp) -> None:  # noqa: ANN001
+def test_no_read_returns_another_scopes_memory(pool: str, another_store, embedder, nlp) -> None:
     runs = iter(range(10**6))
     reads = {"n": 0, "with_results": 0}
 
@@ -473,7 +472,7 @@ def test_no_read_returns_another_scopes_memory(pool: str, another_store, embedde
             assert self.engine.check() == []
             self.engine.close()
 
-        def _check(self, memories, scope: dict[str, str]) -> None:  # noqa: ANN001
+        def _check(self, memories, scope: dict[str, str]) -> None:
             reads["n"] += 1
             reads["with_results"] += bool(memories)
             for memory in memories:
@@ -485,7 +484,7 @@ def test_no_read_returns_another_scopes_memory(pool: str, another_store, embedde
                 self.memories[added.memory.id] = scope
 
         @rule(scope=READ_SCOPES, words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3), pick=st.randoms())
-        def search_and_explain(self, scope: dict[str, str], words: list[str], pick) -> None:  # noqa: ANN001
+        def search_and_explain(self, scope: dict[str, str], words: list[str], pick) -> None:
             explanation = self.engine.explain(" ".join(words), top_k=100, **scope)
             self._check([hit.memory for hit in explanation.hits], scope)
             assert all(_visible(self.memories[d.id], scope) for d in explanation.dropped)
@@ -496,7 +495,7 @@ def test_no_read_returns_another_scopes_memory(pool: str, another_store, embedde
             self._check(self.engine.list(show_expired=True, **scope), scope)
 
         @rule(scope=READ_SCOPES, pick=st.randoms())
-        def get_and_history_by_any_id(self, scope: dict[str, str], pick) -> None:  # noqa: ANN001
+        def get_and_history_by_any_id(self, scope: dict[str, str], pick) -> None:
             if not self.memories:
                 return
             memory_id = pick.choice(sorted(self.memories))
@@ -511,7 +510,7 @@ def test_no_read_returns_another_scopes_memory(pool: str, another_store, embedde
                 assert not visible, f"memory {memory_id} of {self.memories[memory_id]} hidden from {scope}"
 
         @rule(scope=READ_SCOPES, pick=st.randoms(), words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
-        def update_or_delete_by_any_id(self, scope: dict[str, str], pick, words: list[str]) -> None:  # noqa: ANN001
+        def update_or_delete_by_any_id(self, scope: dict[str, str], pick, words: list[str]) -> None:
             if not self.memories:
                 return
             memory_id = pick.choice(sorted(self.memories))

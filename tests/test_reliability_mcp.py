@@ -60,7 +60,7 @@ def assert_clean_log(path: Path) -> None:
     assert "database is locked" not in log and "Traceback" not in log, log[-3000:]
 
 
-def assert_consistent(database: Path, nlp) -> None:  # noqa: ANN001
+def assert_consistent(database: Path, nlp) -> None:
     conn = connection.connect(database)
     try:
         assert check(conn, nlp) == []
@@ -78,7 +78,7 @@ async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 @pytest.mark.anyio
-async def test_several_servers_share_one_file_over_stdio(tmp_path: Path, nlp) -> None:  # noqa: ANN001
+async def test_several_servers_share_one_file_over_stdio(tmp_path: Path, nlp) -> None:
     database = tmp_path / "shared.db"
     acked: dict[int, list[str]] = {}
 
@@ -213,7 +213,7 @@ def blocking_client(home: Path, database: Path, log: Path) -> Iterator[tuple[any
             yield portal, client
 
 
-def test_hostile_tool_calls_get_a_result_or_a_clear_error(tmp_path: Path, nlp) -> None:  # noqa: ANN001
+def test_hostile_tool_calls_get_a_result_or_a_clear_error(tmp_path: Path, nlp) -> None:
     database = tmp_path / "hostile.db"
     outcomes: dict[str, int] = {}
     with blocking_client(tmp_path, database, tmp_path / "server.log") as (portal, client):
@@ -338,7 +338,7 @@ UNPARSEABLE = {
 GARBAGE = [b"[1,2,3]", b"42", b'"text"', b"null", b"{}", b"", b"\x00\x00\x00"]
 
 
-def test_hostile_bytes_on_the_wire_never_stop_the_server(tmp_path: Path, nlp) -> None:  # noqa: ANN001
+def test_hostile_bytes_on_the_wire_never_stop_the_server(tmp_path: Path, nlp) -> None:
     database = tmp_path / "wire.db"
     server = RawServer(tmp_path, database, tmp_path / "server.log")
     try:

@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from store import Engine, InvalidArgument, MemoryInput, clock, retrieval
+from store import Engine, InvalidArgument, MemoryInput, clock
+from store.ranking import retrieval
 from store.scope import Scope
 
 HOSTILE_QUERIES = [

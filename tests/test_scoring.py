@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from store import scoring
-from store.scoring import SigmoidParams, bm25_params, entity_boost, fuse, max_possible_score, normalize_bm25
+from store.ranking import scoring
+from store.ranking.scoring import SigmoidParams, bm25_params, entity_boost, fuse, max_possible_score, normalize_bm25
 
 
 @pytest.mark.parametrize(

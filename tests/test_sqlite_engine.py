@@ -8,8 +8,8 @@ from pathlib import Path
 
 import apsw
 import pytest
-
 from sqlite_files import execute
+
 from store import Engine, MemoryInput, NotFound
 from store.sqlite import connection
 from store.sqlite.entities import EntityWrites

@@ -305,25 +305,25 @@ _M_CATEGORY = "(json_type(m.metadata, ?) IS 'text' AND json_extract(m.metadata, 
          "(json_type(metadata, ?) IS 'text' AND json_extract(metadata, ?) = ?)",
          ['$."category"', '$."category"', "work"]),
         ({"priority": {"in": [3, "a", True, None]}}, "m",
-         "((json_type(m.metadata, ?) IS 'text' AND json_extract(m.metadata, ?) IN (SELECT value FROM json_each(?)))"
+         ("((json_type(m.metadata, ?) IS 'text' AND json_extract(m.metadata, ?) IN (SELECT value FROM json_each(?)))"
          " OR (coalesce(json_type(m.metadata, ?), '') IN ('integer', 'real') AND json_extract(m.metadata, ?) IN "
          "(SELECT value FROM json_each(?))) OR json_type(m.metadata, ?) IS 'true' OR "
-         "coalesce(json_type(m.metadata, ?), 'null') = 'null')",
+         "coalesce(json_type(m.metadata, ?), 'null') = 'null')"),
          ['$."priority"', '$."priority"', '["a"]', '$."priority"', '$."priority"', "[3]", '$."priority"',
           '$."priority"']),
         ({"title": {"contains": "Rep"}}, "m",
-         "((json_type(m.metadata, ?) IS 'text' AND instr(json_extract(m.metadata, ?), ?) > 0) OR "
+         ("((json_type(m.metadata, ?) IS 'text' AND instr(json_extract(m.metadata, ?), ?) > 0) OR "
          "(json_type(m.metadata, ?) IS 'array' AND EXISTS (SELECT 1 FROM json_each(m.metadata, ?) AS _tm_je "
-         "WHERE _tm_je.type = 'text' AND _tm_je.atom = ?)))",
+         "WHERE _tm_je.type = 'text' AND _tm_je.atom = ?)))"),
          ['$."title"', '$."title"', "Rep", '$."title"', '$."title"', "Rep"]),
         ({"tags": {"icontains": "a"}}, "m",
-         "((json_type(m.metadata, ?) IS 'text' AND instr(lower(json_extract(m.metadata, ?)), lower(?)) > 0) OR "
+         ("((json_type(m.metadata, ?) IS 'text' AND instr(lower(json_extract(m.metadata, ?)), lower(?)) > 0) OR "
          "(json_type(m.metadata, ?) IS 'array' AND EXISTS (SELECT 1 FROM json_each(m.metadata, ?) AS _tm_je "
-         "WHERE _tm_je.type = 'text' AND lower(_tm_je.atom) = lower(?))))",
+         "WHERE _tm_je.type = 'text' AND lower(_tm_je.atom) = lower(?))))"),
          ['$."tags"', '$."tags"', "a", '$."tags"', '$."tags"', "a"]),
         ({"tags": {"contains": 1}}, "m",
-         "(json_type(m.metadata, ?) IS 'array' AND EXISTS (SELECT 1 FROM json_each(m.metadata, ?) AS _tm_je "
-         "WHERE _tm_je.type IN ('integer', 'real') AND _tm_je.atom = ?))",
+         ("(json_type(m.metadata, ?) IS 'array' AND EXISTS (SELECT 1 FROM json_each(m.metadata, ?) AS _tm_je "
+         "WHERE _tm_je.type IN ('integer', 'real') AND _tm_je.atom = ?))"),
          ['$."tags"', '$."tags"', 1]),
         ({"created_at": {"gte": "2026-12-01", "lt": "2026-12-31 09"}}, "m",
          "(substr(m.created_at, 1, ?) >= ? AND substr(m.created_at, 1, ?) < ?)",
@@ -332,13 +332,13 @@ _M_CATEGORY = "(json_type(m.metadata, ?) IS 'text' AND json_extract(m.metadata, 
          "(substr(created_at, 1, ?) >= ? AND substr(created_at, 1, ?) < ?)",
          [10, "2026-12-01", 13, "2026-12-31T09"]),
         ({"NOT": [{"category": None}, {"OR": [{"flag": True}, {"score": {"gt": 0.5}}]}]}, "m",
-         "(NOT (coalesce(json_type(m.metadata, ?), 'null') = 'null' OR (json_type(m.metadata, ?) IS 'true' OR "
-         "(coalesce(json_type(m.metadata, ?), '') IN ('integer', 'real') AND json_extract(m.metadata, ?) > ?))))",
+         ("(NOT (coalesce(json_type(m.metadata, ?), 'null') = 'null' OR (json_type(m.metadata, ?) IS 'true' OR "
+         "(coalesce(json_type(m.metadata, ?), '') IN ('integer', 'real') AND json_extract(m.metadata, ?) > ?))))"),
          ['$."category"', '$."flag"', '$."score"', '$."score"', 0.5]),
         ({"priority": {"ne": 3, "nin": ["x"]}, "a.b": "*"}, "m",
-         "(((NOT (coalesce(json_type(m.metadata, ?), '') IN ('integer', 'real') AND json_extract(m.metadata, ?) = ?))"
+         ("(((NOT (coalesce(json_type(m.metadata, ?), '') IN ('integer', 'real') AND json_extract(m.metadata, ?) = ?))"
          " AND (NOT (json_type(m.metadata, ?) IS 'text' AND json_extract(m.metadata, ?) IN "
-         "(SELECT value FROM json_each(?))))) AND coalesce(json_type(m.metadata, ?), 'null') <> 'null')",
+         "(SELECT value FROM json_each(?))))) AND coalesce(json_type(m.metadata, ?), 'null') <> 'null')"),
          ['$."priority"', '$."priority"', 3, '$."priority"', '$."priority"', '["x"]', '$."a.b"']),
         ({"AND": [], "category": "work"}, "m", f"(1 AND {_M_CATEGORY})", ['$."category"', '$."category"', "work"]),
     ],

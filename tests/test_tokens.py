@@ -57,7 +57,7 @@ def test_an_ambiguous_prefix_revokes_nothing(engine: Engine) -> None:
 def test_an_expired_token_is_refused(engine: Engine, config: Config) -> None:
     issued = engine.tokens.create(user_id="alice", expires=dt.date.today().isoformat())
     assert engine.tokens.verify(issued.secret) is not None
-    yesterday = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)).isoformat()
+    yesterday = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
     with engine.backend.transaction() as txn:  # a day later, as the store sees it
         row = txn.token_by_hash(token_hash(issued.secret))
         txn.delete_token(row.name)

@@ -14,7 +14,7 @@ import apsw
 import pytest
 
 from store import Config, Engine, InvalidArgument
-from store.transfer import FORMAT, FORMAT_VERSION, BadLine
+from store.exchange.transfer import FORMAT, FORMAT_VERSION, BadLine
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUERIES = (
@@ -181,9 +181,9 @@ def bad_file(tmp_path: Path, bad: str, good_after: int = 300) -> Path:
          "line 3: created_at '0001-01-01T00:00:00+14:00' falls outside the years 1 to 9999 in UTC"),
         ('{"text": "x", "user_id": "ana", "updated_at": "9999-12-31T23:59:59-14:00"}',
          "line 3: updated_at '9999-12-31T23:59:59-14:00' falls outside the years 1 to 9999 in UTC"),
-        ('{"text": "x", "user_id": "ana", "history": [{"event": "ADD", "new_text": "x", '
-         '"created_at": "9999-12-31T23:59:59-14:00"}]}', "line 3: history[0].created_at '9999-12-31T23:59:59-14:00' "
-         "falls outside"),
+        (('{"text": "x", "user_id": "ana", "history": [{"event": "ADD", "new_text": "x", '
+         '"created_at": "9999-12-31T23:59:59-14:00"}]}'), ("line 3: history[0].created_at '9999-12-31T23:59:59-14:00' "
+         "falls outside")),
         ('{"text": "tab\there"}', "line 3: not valid JSON (Invalid control character at column 14)"),
         ('{"text": "x", "user_id": "ana", "colour": "red"}', "line 3: unknown key 'colour'"),
         ('{"user_id": "ana"}', 'line 3: has no "text"'),

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from store import Config, Engine, NotFound
-from store.scoring import KEYWORD_SOURCES
+from store.ranking.scoring import KEYWORD_SOURCES
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

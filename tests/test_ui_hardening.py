@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from sqlite_files import execute
-from store import Engine, NotFound
 from test_ui import USER, Ui, answer, browser, page, ui  # noqa: F401  (fixtures; pytest puts tests/ on sys.path)
+
+from store import Engine, NotFound
 
 
 def token_of(ui: Ui) -> str:

@@ -19,19 +19,19 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.background import BackgroundTask
 from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from mcp_server.call_scope import default_scope
 from store.engine import Engine
 from store.errors import InvalidArgument, NotFound, TrimemError, shown
 from store.scope import SCOPE_KEYS
 from store.validation import json_object
 
-from .. import default_scope
 from . import render
 from .guard import SAFE_METHODS, Guard
 
@@ -93,7 +93,7 @@ def form_fields(body: dict[str, Any]) -> dict[str, str]:
     return body
 
 
-def number(request: Request, name: str, kind: type[int] | type[float], default: float | None = None) -> Any:
+def number(request: Request, name: str, kind: type[int | float], default: float | None = None) -> Any:
     """A number from the query string (``kind`` int or float), or ``default`` when absent."""
     raw = request.query_params.get(name)
     if raw in (None, ""):
@@ -219,7 +219,7 @@ def export(request: Request, engine: Engine) -> Response:
 
 def spooled(lines: Iterable[str]) -> IO[bytes]:
     """``lines`` written whole into a temporary file (in memory up to ``SPOOL_BYTES``), rewound."""
-    spool = tempfile.SpooledTemporaryFile(SPOOL_BYTES)
+    spool = tempfile.SpooledTemporaryFile(SPOOL_BYTES)  # noqa: SIM115 - returned open; the response closes it
     try:
         spool.writelines(line.encode("utf-8") for line in lines)
     except BaseException:

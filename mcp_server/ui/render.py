@@ -16,12 +16,11 @@ from importlib.resources import files
 from string import Template
 from typing import Any
 
+from mcp_server.cli.explain_table import relevance_line
+from mcp_server.cli.tables import metadata_value
+from mcp_server.replies import NOTHING_RELEVANT
+from store.ranking.scoring import KEYWORD_SOURCES
 from store.records import Explanation, HistoryEvent, Memory, ScopeCount, SearchHit
-from store.scoring import KEYWORD_SOURCES
-
-from ..explain_table import relevance_line
-from ..replies import NOTHING_RELEVANT
-from ..tables import metadata_value
 
 ID_CHARS = 8
 SIGNALS = (("semantic", "semantic_score", "meaning"), ("bm25", "bm25_score", "keywords"),
@@ -206,8 +205,8 @@ def analysis(explanation: Explanation) -> str:
         ("entities", ", ".join(map(isolated, a.entities)) or "-"),
         ("signals", f"{' + '.join(a.signals_active)}; denominator {a.max_possible_score:g}"),
         ("gate", f"semantic ≥ {a.threshold:g}"),
-        ("candidates", f"{a.internal_limit} per signal, {a.candidate_pool} pool"
-                       f"{', metadata filter applied' if a.filters_applied else ''}"),
+        ("candidates", (f"{a.internal_limit} per signal, {a.candidate_pool} pool"
+                       f"{', metadata filter applied' if a.filters_applied else ''}")),
     ]
     dropped = "".join(
         f'<li{attrs(data_id=d.id)}><span class="reason">{escape(DROP_REASONS[d.reason])}</span> '

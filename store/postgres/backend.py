@@ -15,11 +15,12 @@ from typing import Any
 
 from psycopg import IsolationLevel
 
-from ..backend import Capability
-from ..config import database_location
-from ..errors import DatabaseUnavailable, TrimemError
-from ..nlp import NLP
-from ..records import Violation
+from store.analysis.nlp import NLP
+from store.backend import Capability
+from store.config import database_location
+from store.errors import DatabaseUnavailable, TrimemError
+from store.records import Violation
+
 from . import connection, maintenance, schema
 from .statements import PostgresSnapshot, PostgresTransaction
 

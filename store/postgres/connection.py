@@ -15,7 +15,7 @@ from pgvector.psycopg import register_vector
 from psycopg import errors as pg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import DatabaseUnavailable, DiskFull, InvalidArgument, TrimemError
+from store.errors import DatabaseUnavailable, DiskFull, InvalidArgument, TrimemError
 
 SETTING = "store.database_url (TRIMEM_DATABASE_URL)"
 CONNECT_TIMEOUT_S = 5

@@ -2,14 +2,14 @@
 
 PostgreSQL has no ``bm25()``, so each memory's lemmatized terms are stored as postings
 (``memory_terms``: user, term, memory, frequency) beside its length in terms
-(``memories.terms``), and the score is computed in SQL by the rule of ``store.keywords``,
+(``memories.terms``), and the score is computed in SQL by the rule of ``store.sql.keywords``,
 which SQLite's backend follows too: N, n(t) and avgdl counted over the memories of the user
 the query is scoped to, so one user's ranking never depends on another user's memories.
 """
 
 from __future__ import annotations
 
-from ..keywords import term_score_sql, weight_sql
+from store.sql.keywords import term_score_sql, weight_sql
 
 BM25_SQL = f"""
 WITH query AS (

@@ -9,25 +9,26 @@ from typing import Any
 
 import psycopg
 
-from ..records import Violation
+from store.records import Violation
+
 from .schema import SCHEMA_VERSION
 
 PROBES = {
     "memory_terms": (
-        "SELECT m.rowid FROM memories m WHERE m.terms <> coalesce((SELECT sum(p.frequency) FROM memory_terms p "
-        "WHERE p.user_id = m.user_id AND p.memory_rowid = m.rowid), 0) ORDER BY m.rowid LIMIT 100",
+        ("SELECT m.rowid FROM memories m WHERE m.terms <> coalesce((SELECT sum(p.frequency) FROM memory_terms p "
+        "WHERE p.user_id = m.user_id AND p.memory_rowid = m.rowid), 0) ORDER BY m.rowid LIMIT 100"),
         "memory {} has keyword postings that disagree with its length in terms",
     ),
     "orphan_entities": (
-        "SELECT e.id FROM entities e WHERE NOT EXISTS (SELECT 1 FROM memory_entities l "
-        "WHERE l.user_id = e.user_id AND l.entity_id = e.id) ORDER BY e.id LIMIT 100",
+        ("SELECT e.id FROM entities e WHERE NOT EXISTS (SELECT 1 FROM memory_entities l "
+        "WHERE l.user_id = e.user_id AND l.entity_id = e.id) ORDER BY e.id LIMIT 100"),
         "entity {} is linked to no memory",
     ),
     "link_scope": (
-        "SELECT l.memory_rowid, l.entity_id FROM memory_entities l "
+        ("SELECT l.memory_rowid, l.entity_id FROM memory_entities l "
         "JOIN memories m ON m.user_id = l.user_id AND m.rowid = l.memory_rowid "
         "JOIN entities e ON e.user_id = l.user_id AND e.id = l.entity_id "
-        "WHERE (m.agent_id, m.run_id) <> (e.agent_id, e.run_id) ORDER BY 1, 2 LIMIT 100",
+        "WHERE (m.agent_id, m.run_id) <> (e.agent_id, e.run_id) ORDER BY 1, 2 LIMIT 100"),
         "memory {} is linked to entity {} of another scope",
     ),
 }

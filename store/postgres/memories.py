@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 from psycopg.types.json import Jsonb
 
-from ..backend import DeletedMemory, IdCandidate, IdSource, MemoryRow, NewMemory
-from ..filters import Filter
-from ..keywords import term_frequencies
-from ..records import HistoryEvent
-from ..scope import Scope
-from ..sqltext import memory_columns
+from store.backend import DeletedMemory, IdCandidate, IdSource, MemoryRow, NewMemory
+from store.filters import Filter
+from store.records import HistoryEvent
+from store.scope import Scope
+from store.sql.keywords import term_frequencies
+from store.sql.text import memory_columns
+
 from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_row, scope_sql, user_sql, vector
 
 _CANDIDATES_SQL = {

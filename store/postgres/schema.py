@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from ..errors import SchemaMismatch
+from store.errors import SchemaMismatch
 
 TEXT = 'text COLLATE "C"'
 SCOPE_COLUMNS = ",\n            ".join(f"{key} {TEXT} NOT NULL DEFAULT ''" for key in ("user_id", "agent_id", "run_id"))

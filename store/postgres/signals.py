@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..backend import keys_around, neighbours
-from ..filters import Filter
-from ..keywords import query_terms
-from ..scope import Scope
+from store.backend import keys_around, neighbours
+from store.filters import Filter
+from store.scope import Scope
+from store.sql.keywords import query_terms
+
 from .keywords import BM25_SQL
 from .sql import Statements, live_sql, scope_sql, user_sql, vector
 

@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from ..backend import MemoryRow
-from ..filters import Filter
-from ..scope import Scope
-from ..sqltext import exact_scope_condition, live_condition, scope_condition
+from store.backend import MemoryRow
+from store.filters import Filter
+from store.scope import Scope
+from store.sql.text import exact_scope_condition, live_condition, scope_condition
+
 from .filters import filter_sql
+
 
 def memory_row(values: Sequence[Any]) -> MemoryRow:
     """A ``MemoryRow`` from the values of ``memory_columns`` (psycopg decodes the JSONB)."""
@@ -27,7 +29,7 @@ def memory_row(values: Sequence[Any]) -> MemoryRow:
 
 
 def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
-    """A scope read as *within* (``store.sqltext.scope_condition``)."""
+    """A scope read as *within* (``store.sql.text.scope_condition``)."""
     return scope_condition(scope, "%s", alias)
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import psycopg
 
-from ..backend import MemoryRow
-from ..scope import Scope
+from store.backend import MemoryRow
+from store.scope import Scope
+
 from .entities import EntityReads, EntityWrites
 from .memories import MemoryReads, MemoryWrites
 from .signals import SignalReads

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..backend import TokenRow
-from ..sqltext import TOKEN_COLUMNS
+from store.backend import TokenRow
+from store.sql.text import TOKEN_COLUMNS
+
 from .sql import Statements
 
 _SELECT = f"SELECT {', '.join(TOKEN_COLUMNS)} FROM tokens"

@@ -16,12 +16,13 @@ from typing import Any
 
 import apsw
 
-from .. import files
-from ..backend import Capability, Progress
-from ..embeddings import Embedder
-from ..errors import TrimemError
-from ..nlp import NLP
-from ..records import RepairReport, ReembedReport, Violation
+from store import files
+from store.analysis.embeddings import Embedder
+from store.analysis.nlp import NLP
+from store.backend import Capability, Progress
+from store.errors import TrimemError
+from store.records import ReembedReport, RepairReport, Violation
+
 from . import connection, maintenance, reembed, schema
 from .statements import SQLiteSnapshot, SQLiteTransaction
 

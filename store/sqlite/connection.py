@@ -26,8 +26,8 @@ from pathlib import Path
 import apsw
 import sqlite_vec
 
-from .. import files
-from ..errors import DiskFull, InvalidArgument, SchemaMismatch, TrimemError, unwritable
+from store import files
+from store.errors import DiskFull, InvalidArgument, SchemaMismatch, TrimemError, unwritable
 
 BUSY_TIMEOUT_MS = 10_000
 WRITE_RETRIES = 8

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import MemoryRow
-from ..scope import Scope
-from ..sqltext import memory_columns
+from store.backend import MemoryRow
+from store.scope import Scope
+from store.sql.text import memory_columns
+
 from .sql import EXACT_SCOPE_SQL, Statements, marks, memory_row, scope_sql, vector_blob
 
 ORPHANS_PER_DELETE = 500

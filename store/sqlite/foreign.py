@@ -1,4 +1,4 @@
-"""Another application's SQLite file, read as it is, for the peers reader (``store.peers``).
+"""Another application's SQLite file, read as it is, for the peers reader (``store.exchange.peers``).
 
 Its schema is its own: columns are looked up first, and only the ones the caller names
 (identifiers chosen in code) are read. The file is opened read-only and never changed.
@@ -11,9 +11,7 @@ from typing import Any
 
 import apsw
 
-from ..errors import InvalidArgument
-
-
+from store.errors import InvalidArgument
 
 
 def foreign_rows(

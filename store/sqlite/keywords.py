@@ -1,7 +1,7 @@
 """trimem's own keyword index in an SQLite file, ranked with FTS5's BM25 over one user's statistics.
 
 FTS5's ``bm25()`` counts N, n(t) and avgdl over the whole file, so one user's raw scores moved
-when another user wrote a word, and said how often. The rule of ``store.keywords`` counts them
+when another user wrote a word, and said how often. The rule of ``store.sql.keywords`` counts them
 over the user the query is scoped to, as PostgreSQL does, and this module holds its SQL:
 
 - ``memory_terms`` (user, term, memory, frequency): each memory's postings, filed under its
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import apsw
 
-from ..keywords import term_frequencies, term_score_sql, weight_sql
+from store.sql.keywords import term_frequencies, term_score_sql, weight_sql
 
 BM25_SQL = f"""
 WITH query(term, repeats) AS (
@@ -68,7 +68,7 @@ def users_sql(user_id: str) -> tuple[str, str, list[str]]:
 
 
 def post_terms(conn: apsw.Connection, rowid: int, frequencies: Mapping[str, int]) -> None:
-    """Replace a memory's postings by ``frequencies`` (``store.keywords.term_frequencies`` of its
+    """Replace a memory's postings by ``frequencies`` (``store.sql.keywords.term_frequencies`` of its
     lemmas; the caller stores their total in ``memories.terms``, where the triggers count it)."""
     conn.execute("DELETE FROM memory_terms WHERE memory_rowid = ?", (rowid,))
     if frequencies:

@@ -20,14 +20,15 @@ from pathlib import Path
 import apsw
 import numpy as np
 
-from .. import files
-from ..backend import MemoryRow
-from ..embeddings import Embedder
-from ..errors import DiskFull, InvalidArgument, TrimemError, unwritable
-from ..linking import link_entities
-from ..nlp import NLP, Analysis
-from ..records import RepairReport, Violation
-from ..scope import EVERY_SCOPE
+from store import files
+from store.analysis.embeddings import Embedder
+from store.analysis.linking import link_entities
+from store.analysis.nlp import NLP, Analysis
+from store.backend import MemoryRow
+from store.errors import DiskFull, InvalidArgument, TrimemError, unwritable
+from store.records import RepairReport, Violation
+from store.scope import EVERY_SCOPE
+
 from . import connection, keywords, probes, schema
 from .statements import SQLiteSnapshot, SQLiteTransaction
 

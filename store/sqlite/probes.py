@@ -8,11 +8,11 @@ from typing import Any, NamedTuple
 
 import apsw
 
-from ..backend import MemoryRow
-from ..sqltext import memory_columns
+from store.backend import MemoryRow
+from store.sql.text import memory_columns
+
 from .keywords import USERS_SQL
 from .sql import marks, memory_row
-
 
 _SCOPE_DIFFERS = "{a}.user_id IS NOT {b}.user_id OR {a}.agent_id IS NOT {b}.agent_id OR {a}.run_id IS NOT {b}.run_id"
 

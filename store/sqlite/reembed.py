@@ -18,10 +18,11 @@ import time
 import apsw
 import numpy as np
 
-from ..backend import Progress
-from ..embeddings import Embedder
-from ..errors import InvalidArgument, TrimemError
-from ..records import ReembedReport
+from store.analysis.embeddings import Embedder
+from store.backend import Progress
+from store.errors import InvalidArgument, TrimemError
+from store.records import ReembedReport
+
 from . import connection, schema
 from .memories import MemoryReads
 from .sql import vector_blob

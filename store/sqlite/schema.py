@@ -12,8 +12,9 @@ from pathlib import Path
 
 import apsw
 
-from ..errors import DiskFull, SchemaMismatch
-from ..keywords import term_frequencies
+from store.errors import DiskFull, SchemaMismatch
+from store.sql.keywords import term_frequencies
+
 from .connection import connect, no_database_error, read_transaction, remove_database_files, write_transaction
 
 

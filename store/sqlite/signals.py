@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..backend import keys_around, neighbours
-from ..filters import Filter
-from ..keywords import query_terms
-from ..scope import Scope
+from store.backend import keys_around, neighbours
+from store.filters import Filter
+from store.scope import Scope
+from store.sql.keywords import query_terms
+
 from .keywords import BM25_SQL, users_sql
 from .sql import Statements, live_sql, marks, scope_sql, vector_blob
 
@@ -76,7 +77,7 @@ class SignalReads(Statements):
     def bm25_memories(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
-        """FTS5's BM25 with the statistics of the scope's user (``store.keywords``): the terms
+        """FTS5's BM25 with the statistics of the scope's user (``store.sql.keywords``): the terms
         are bound as one JSON array, never spliced into SQL."""
         if not terms:
             return []

@@ -14,11 +14,13 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ..backend import MemoryRow
-from ..filters import Filter
-from ..scope import Scope
-from ..sqltext import exact_scope_condition, live_condition, scope_condition
+from store.backend import MemoryRow
+from store.filters import Filter
+from store.scope import Scope
+from store.sql.text import exact_scope_condition, live_condition, scope_condition
+
 from .filters import filter_sql
+
 
 def memory_row(values: Sequence[Any]) -> MemoryRow:
     """A ``MemoryRow`` from the values of ``memory_columns``, its metadata decoded."""
@@ -32,7 +34,7 @@ def vector_blob(vector: np.ndarray) -> bytes:
 
 
 def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
-    """A scope read as *within* (``store.sqltext.scope_condition``)."""
+    """A scope read as *within* (``store.sql.text.scope_condition``)."""
     return scope_condition(scope, "?", alias)
 
 

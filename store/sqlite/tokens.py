@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..backend import TokenRow
-from ..sqltext import TOKEN_COLUMNS
+from store.backend import TokenRow
+from store.sql.text import TOKEN_COLUMNS
+
 from .sql import Statements, marks
 
 _SELECT = f"SELECT {', '.join(TOKEN_COLUMNS)} FROM tokens"

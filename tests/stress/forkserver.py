@@ -35,6 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 PEOPLE = ("Alice", "Bob", "Chen Wei", "Dana", "Emeka", "Fatima", "Gustav", "Hiro")
 PLACES = ("Paris", "Lagos", "Kyoto", "Lima", "Oslo", "Toronto")
@@ -57,7 +58,7 @@ def _say(*words: object) -> None:
     os.write(1, (" ".join(str(w) for w in words) + "\n").encode())
 
 
-def _kill_inside_transactions(engine, rng: random.Random) -> None:  # noqa: ANN001
+def _kill_inside_transactions(engine, rng: random.Random) -> None:
     """SIGKILL ourselves at a random row write (mid-transaction) or right after a commit.
 
     The parent's timer mostly lands while the models run, outside any transaction;
@@ -68,7 +69,7 @@ def _kill_inside_transactions(engine, rng: random.Random) -> None:  # noqa: ANN0
     if rng.random() < 0.25:
         commits = rng.randint(1, 6)
 
-        def after_commit(_conn, _name, _pages):  # noqa: ANN001, ANN202
+        def after_commit(_conn, _name, _pages):
             nonlocal commits
             commits -= 1
             if commits == 0:
@@ -79,7 +80,7 @@ def _kill_inside_transactions(engine, rng: random.Random) -> None:  # noqa: ANN0
     else:
         rows = rng.randint(1, 120)
 
-        def on_row(*_args):  # noqa: ANN002, ANN202
+        def on_row(*_args):
             nonlocal rows
             rows -= 1
             if rows == 0:
@@ -89,7 +90,7 @@ def _kill_inside_transactions(engine, rng: random.Random) -> None:  # noqa: ANN0
         conn.set_update_hook(on_row)
 
 
-def _crash_worker(engine, user: str, seed: int, inside: bool) -> None:  # noqa: ANN001 - store is imported lazily
+def _crash_worker(engine, user: str, seed: int, inside: bool) -> None:
     """Add batches of 1–4 memories forever, until the parent (or, with ``inside``, a hook
     in the middle of a write transaction) kills us."""
     from store import MemoryInput
@@ -107,7 +108,7 @@ def _crash_worker(engine, user: str, seed: int, inside: bool) -> None:  # noqa: 
             _say("ack", pid, added.memory.id)
 
 
-def _write_worker(engine, user: str, count: int, seed: int) -> None:  # noqa: ANN001
+def _write_worker(engine, user: str, count: int, seed: int) -> None:
     """Add ``count`` memories one call each, searching the scope after every third add."""
     pid = os.getpid()
     for index in range(count):
@@ -119,7 +120,7 @@ def _write_worker(engine, user: str, count: int, seed: int) -> None:  # noqa: AN
     _say("done", pid)
 
 
-def _run_worker(command: list[str], embedder, nlp) -> None:  # noqa: ANN001
+def _run_worker(command: list[str], embedder, nlp) -> None:
     from store import Engine, load_config
 
     kind, database, user, *numbers = command
@@ -137,8 +138,8 @@ def zygote() -> None:
     """Load the models, then fork one worker per command line until stdin closes."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # forking after the tokenizer ran
     from store import load_config
-    from store.embeddings import open_embedder
-    from store.nlp import NLP
+    from store.analysis.embeddings import open_embedder
+    from store.analysis.nlp import NLP
 
     config = load_config(environ={"TRIMEM_MODEL_CACHE": os.environ["TRIMEM_MODEL_CACHE"]})
     store = config.store
@@ -301,7 +302,7 @@ class ForkServer:
                 self._proc.wait()
         self._stderr.close()
 
-    def __enter__(self) -> ForkServer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

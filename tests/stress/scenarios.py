@@ -33,7 +33,7 @@ class CrashStats:
     stored: int
 
 
-def open_and_verify(config: Config, embedder, nlp, acked: set[str], user: str, deep: bool = False) -> int:  # noqa: ANN001
+def open_and_verify(config: Config, embedder, nlp, acked: set[str], user: str, deep: bool = False) -> int:
     """Open the file anew (recovering its WAL), assert every invariant and every acked id; return the count."""
     with Engine(config, embedder=embedder, nlp=nlp) as engine:
         violations = engine.check(deep=deep)
@@ -53,7 +53,7 @@ def _all(engine: Engine, user: str) -> list:
 
 
 def crash_cycles(
-    server: ForkServer, config: Config, embedder, nlp, *, kills: int, seed: int, max_delay: float = 0.6  # noqa: ANN001
+    server: ForkServer, config: Config, embedder, nlp, *, kills: int, seed: int, max_delay: float = 0.6
 ) -> CrashStats:
     """Fork a writer, SIGKILL it, reopen and verify the file; ``kills`` times.
 
@@ -95,7 +95,7 @@ class WriterStats:
     seconds_writing: float
 
 
-def concurrent_writers(  # noqa: ANN001
+def concurrent_writers(
     server: ForkServer, config: Config, embedder, nlp, *, processes: int, writes: int
 ) -> WriterStats:
     """``processes`` workers, each with its own connection, add ``writes`` memories at once to one

@@ -23,13 +23,13 @@ WRITES = int(os.environ.get("TRIMEM_STRESS_WRITES", "200"))
 
 
 @pytest.mark.only_on("sqlite")  # kills land inside SQLite's own transactions (its WAL hook)
-def test_crash_consistency_stress(fork_server: ForkServer, config, embedder, nlp) -> None:  # noqa: ANN001
+def test_crash_consistency_stress(fork_server: ForkServer, config, embedder, nlp) -> None:
     stats = crash_cycles(fork_server, config, embedder, nlp, kills=KILLS, seed=11, max_delay=1.5)
     print(f"\ncrash (stress): {stats}")
     assert stats.kills == KILLS and stats.kills_inside_transaction > 0
 
 
-def test_concurrent_writers_stress(fork_server: ForkServer, config, embedder, nlp) -> None:  # noqa: ANN001
+def test_concurrent_writers_stress(fork_server: ForkServer, config, embedder, nlp) -> None:
     stats = concurrent_writers(fork_server, config, embedder, nlp, processes=PROCESSES, writes=WRITES)
     print(f"\nwriters (stress): {stats}")
     assert stats.stored == stats.acknowledged == PROCESSES * WRITES

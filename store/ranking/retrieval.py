@@ -22,15 +22,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import clock, relevance, scoring
-from .backend import Snapshot, to_memory
-from .config import SearchConfig
-from .embeddings import Embedder, NameVectors
-from .entities import TOPIC, normalize_entity
-from .filters import Filter
-from .nlp import NLP
-from .records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit
-from .scope import Scope
+from store import clock
+from store.analysis.embeddings import Embedder, NameVectors
+from store.analysis.entities import TOPIC, normalize_entity
+from store.analysis.nlp import NLP
+from store.backend import Snapshot, to_memory
+from store.config import SearchConfig
+from store.filters import Filter
+from store.ranking import relevance, scoring
+from store.records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit
+from store.scope import Scope
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class SearchRequest:
 
     @property
     def judged(self) -> bool:
-        """Whether the query's relevance is judged before anything is returned (``store.relevance``)."""
+        """Whether the query's relevance is judged before anything is returned (``store.ranking.relevance``)."""
         return self.options.relevance_check and not self.own_threshold
 
     @property
@@ -387,7 +388,7 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
 def judge_relevance(
     semantic: Mapping[int, float], names: Mapping[str, float], words: int, request: SearchRequest
 ) -> relevance.Relevance | None:
-    """Whether the query has an answer in the scope (``store.relevance``), from the best
+    """Whether the query has an answer in the scope (``store.ranking.relevance``), from the best
     similarity among the candidates (the nearest memory is always one) and the query's names;
     ``None`` when the request is not judged (``SearchRequest.judged``)."""
     if not request.judged:

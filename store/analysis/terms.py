@@ -57,11 +57,7 @@ _WORD_RE = re.compile(r"\w+")
 # Words that open chat turns ("Hey Maria", "Thanks John", "Wow"): a capital there says
 # nothing about a name (no entity starts with one, and its lemma is kept).
 INTERJECTIONS = frozenset(
-    """
-    hey hi hello yeah yes yep yup no nope nah thanks thank wow oh ooh ah aw aww ok okay
-    well sure cool great awesome nice congrats congratulations dear haha lol omg sorry
-    please bye goodbye welcome hmm um uh gosh wait gon wan
-    """.split()
+    ["hey", "hi", "hello", "yeah", "yes", "yep", "yup", "no", "nope", "nah", "thanks", "thank", "wow", "oh", "ooh", "ah", "aw", "aww", "ok", "okay", "well", "sure", "cool", "great", "awesome", "nice", "congrats", "congratulations", "dear", "haha", "lol", "omg", "sorry", "please", "bye", "goodbye", "welcome", "hmm", "um", "uh", "gosh", "wait", "gon", "wan"]
 )
 
 

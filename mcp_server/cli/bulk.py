@@ -9,7 +9,7 @@ Only ``text`` is required. A line that names none of ``user_id`` / ``agent_id`` 
 ``run_id`` goes to the command's scope; a line without ``metadata`` or
 ``expiration_date`` takes the command's ``--metadata`` / ``--expiration-date``. Blank
 lines are skipped. Every line is checked as an import checks a line of an export
-(``store.transfer.check_line``), with today as the earliest expiration date, before
+(``store.exchange.transfer.check_line``), with today as the earliest expiration date, before
 anything is written, so a bad line (with its number) stops the import with nothing
 stored. Lines are then written per scope in chunks of :data:`CHUNK_LINES`, each chunk
 one ``Engine.add_many`` call: one model batch and one transaction.
@@ -25,8 +25,8 @@ from store import clock
 from store.config import LimitsConfig
 from store.engine import MemoryInput
 from store.errors import InvalidArgument
+from store.exchange.transfer import CHUNK, BadLine, check_line, numbered
 from store.scope import SCOPE_KEYS, Scope
-from store.transfer import CHUNK, BadLine, check_line, numbered
 from store.validation import check_scope
 
 CHUNK_LINES = CHUNK

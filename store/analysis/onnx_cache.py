@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from . import imports
-from .errors import ModelUnavailable
+from store.analysis import imports
+from store.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def cached_model(name: str, source: Path, cache_dir: Path, variant: Variant, thr
     if folder.is_dir():
         try:
             return _open_verified(folder, recipe, threads)
-        except Exception as exc:  # any unreadable piece means the same: rebuild it
+        except Exception as exc:  # noqa: BLE001 - any unreadable piece means the same: rebuild it
             log.warning("the cached embedding model %s is damaged (%s); preparing it again", folder, exc)
             with _writing(cache_dir):
                 _discard(folder)

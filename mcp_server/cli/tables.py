@@ -15,10 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from mcp_server.models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, SearchOutput
+from mcp_server.replies import NOTHING_RELEVANT
 from store.records import short_id
-
-from .models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, SearchOutput
-from .replies import NOTHING_RELEVANT
 
 METADATA_CHARS = 28
 MIN_TEXT_CHARS = 30

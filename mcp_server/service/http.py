@@ -23,11 +23,10 @@ from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_server.service.limits import FailedAuthLimit, RateBudget, RateLimit, SessionCap, Throttled, refusal
+from mcp_server.tools.server import build_server
 from store.config import Config, ServiceConfig
 from store.errors import DatabaseUnavailable, TrimemError
-
-from .limits import FailedAuthLimit, RateBudget, RateLimit, SessionCap, Throttled, refusal
-from .server import build_server
 
 if TYPE_CHECKING:
     from collections.abc import Callable

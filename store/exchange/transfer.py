@@ -30,14 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, get_args
 
-from .config import LimitsConfig
-from .errors import InvalidArgument, TrimemError, shown
-from .backend import Snapshot, to_memory
-from .filters import Filter
-from .records import MESSAGE_ROLES, HistoryEvent, HistoryEventKind, Memory
-from .scope import SCOPE_KEYS, Scope
-from .versions import trimem_version
-from .validation import (
+from store.backend import Snapshot, to_memory
+from store.config import LimitsConfig
+from store.errors import InvalidArgument, TrimemError, shown
+from store.filters import Filter
+from store.records import MESSAGE_ROLES, HistoryEvent, HistoryEventKind, Memory
+from store.scope import SCOPE_KEYS, Scope
+from store.validation import (
     CheckedMemory,
     check_expiration,
     check_id,
@@ -48,6 +47,7 @@ from .validation import (
     json_object,
     scope_keys_in,
 )
+from store.versions import trimem_version
 
 FORMAT = "trimem-memories"
 FORMAT_VERSION = 1

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from mcp_server.cli.tables import note, table
+from store.ranking.relevance import Relevance
+from store.ranking.scoring import KEYWORD_SOURCES
 from store.records import Explanation, short_id
-from store.relevance import Relevance
-from store.scoring import KEYWORD_SOURCES
-
-from .tables import note, table
 
 COLUMNS = ("rank", "final", "semantic", "bm25", "bm25_raw", "entity", "raw", "max", "id", "text")
 DROPPED_COLUMNS = ("id", "reason", "semantic", "text")
@@ -20,9 +19,9 @@ def render(explanation: Explanation, width: int) -> str:
         f"terms ({analysis.term_count}): {' '.join(analysis.lemmatized_terms) or '-'}",
         f"bm25 sigmoid: midpoint {analysis.bm25_midpoint:g}, steepness {analysis.bm25_steepness:g}",
         f"entities: {', '.join(analysis.entities) or '-'}",
-        f"signals: {' + '.join(analysis.signals_active)} (max possible {analysis.max_possible_score:g}); "
+        (f"signals: {' + '.join(analysis.signals_active)} (max possible {analysis.max_possible_score:g}); "
         f"threshold {analysis.threshold:g}; {analysis.internal_limit} candidates per signal "
-        f"({analysis.candidate_pool} pool){'; filtered' if analysis.filters_applied else ''}",
+        f"({analysis.candidate_pool} pool){'; filtered' if analysis.filters_applied else ''}"),
     )
     if explanation.relevance is not None:
         summary = (*summary, relevance_line(explanation.relevance))

@@ -3,7 +3,7 @@ ranked with the BM25 of SQLite's FTS5 over the statistics of one user.
 
 Each backend stores a memory's lemmatized terms as postings (user, term, memory, frequency)
 beside its length in terms, and computes the score in its SQL from the expressions here, so
-the sigmoid brackets of ``store.scoring`` (fitted to FTS5's ``bm25()``) hold on both:
+the sigmoid brackets of ``store.ranking.scoring`` (fitted to FTS5's ``bm25()``) hold on both:
 
     idf(t)   = max(ln((N - n(t) + 0.5) / (n(t) + 0.5)), 1e-6)
     score(D) = sum over query terms t of idf(t) * f(t,D) * (k1 + 1) / (f(t,D) + k1 * (1 - b + b * |D| / avgdl))

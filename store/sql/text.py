@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .backend import MemoryRow, TokenRow
-from .scope import SCOPE_KEYS, Scope
+from store.backend import MemoryRow, TokenRow
+from store.scope import SCOPE_KEYS, Scope
 
 MEMORY_COLUMNS = tuple(field.name for field in dataclasses.fields(MemoryRow))
 """The columns every backend stores a ``MemoryRow`` in, in its order."""

@@ -1,6 +1,6 @@
 """Other memory servers' files, read as memories to import (``trimem import --from NAME``).
 
-Each reader turns its format's records into trimem memory lines (``store/transfer.py``)
+Each reader turns its format's records into trimem memory lines (``store/exchange/transfer.py``)
 and counts, by kind, what it mapped and, by reason, what it left out; the lines then go
 through the same checks and the same write path as a trimem export.
 
@@ -36,11 +36,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from . import transfer
-from .errors import InvalidArgument, shown
-from .records import MESSAGE_ROLES
-from .scope import SCOPE_KEYS
-from .transfer import BadLine, Source
+from store.errors import InvalidArgument, shown
+from store.exchange import transfer
+from store.exchange.transfer import BadLine, Source
+from store.records import MESSAGE_ROLES
+from store.scope import SCOPE_KEYS
 
 SourceFormat = Literal["trimem", "mcp-memory", "mcp-memory-service", "mem0"]
 
@@ -125,7 +125,7 @@ MEMORY_SERVICE_OPTIONAL = ("tags", "memory_type", "metadata", "created_at", "upd
 
 def read_mcp_memory_service(path: Path) -> Source:
     """The ``memories`` table of an mcp-memory-service SQLite database, one memory per row."""
-    from .sqlite.foreign import foreign_rows  # the database driver loads only for a command that reads one
+    from store.sqlite.foreign import foreign_rows  # the database driver loads only for a command that reads one
 
     total, rows = foreign_rows(str(path), "memories", MEMORY_SERVICE_COLUMNS, MEMORY_SERVICE_OPTIONAL)
     source = Source("mcp-memory-service", iter(()), total)
@@ -189,7 +189,7 @@ def _stamp(epoch: Any, iso: Any, name: str) -> str | None:
     """Epoch seconds as an ISO 8601 timestamp, else the ISO column's text (checked later)."""
     if isinstance(epoch, (int, float)) and not isinstance(epoch, bool):
         try:
-            return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="microseconds")
+            return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="microseconds")
         except (OverflowError, ValueError, OSError):  # beyond year 9999 or before year 1, or not a number (NaN)
             raise InvalidArgument(f"{name} {shown(epoch)} is not a time in seconds since 1970 between the years "
                                   "1 and 9999") from None

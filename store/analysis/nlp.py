@@ -2,8 +2,8 @@
 
 The engine needs two things from every memory (at write time) and every query (at
 read time), and both sides come from the *same* pipeline and rules so that they
-match: BM25 terms (``Analysis.lemmatized``, rules in :mod:`store.terms`) and
-entities (``Analysis.entities``, rules in :mod:`store.entities`). This module owns
+match: BM25 terms (``Analysis.lemmatized``, rules in :mod:`store.analysis.terms`) and
+entities (``Analysis.entities``, rules in :mod:`store.analysis.entities`). This module owns
 the pipeline and its two entry points:
 
 ``NLP.analyze_batch(texts)``
@@ -62,11 +62,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from store import entities as entity_rules
-from store import imports
-from store.entities import Entity
+from store.analysis import entities as entity_rules
+from store.analysis import imports
+from store.analysis.entities import Entity
+from store.analysis.terms import Vocabulary, capitalised_words, lemma_terms, plain_terms
 from store.errors import ModelUnavailable
-from store.terms import Vocabulary, capitalised_words, lemma_terms, plain_terms
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps spaCy out of import time
     from spacy.language import Language
@@ -74,7 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; keeps spaCy out of import t
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_CHARS", "SPACY_MAX_CHARS", "BLANK", "Analysis", "NLP"]
+__all__ = ["BLANK", "MAX_CHARS", "NLP", "SPACY_MAX_CHARS", "Analysis"]
 
 #: Characters of one input that go through the spaCy pipeline (~4k tokens;
 #: well under a second warm on a laptop core).  Memories are a few sentences.

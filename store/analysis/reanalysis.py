@@ -1,6 +1,6 @@
 """Analysing stored memories again when the analysis rules change.
 
-A memory's keyword terms and entity links are derived from its text by ``store.nlp``'s
+A memory's keyword terms and entity links are derived from its text by ``store.analysis.nlp``'s
 rules, at write time. When a release changes those rules (``ANALYSIS_VERSION``), the
 memories written before it would keep terms a query no longer produces: "Ines" stored as
 ``ine`` would never meet a query's ``ines``. So a store whose recorded version is older is
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 
-from .backend import Backend
-from .embeddings import NameVectors
-from .linking import link_entities
-from .nlp import NLP
-from .scope import EVERY_SCOPE
+from store.analysis.embeddings import NameVectors
+from store.analysis.linking import link_entities
+from store.analysis.nlp import NLP
+from store.backend import Backend
+from store.scope import EVERY_SCOPE
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .errors import ModelUnavailable
+from store.errors import ModelUnavailable
 
 _lock = threading.Lock()
 

@@ -19,12 +19,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from store.terms import INTERJECTIONS, Vocabulary
+from store.analysis.terms import INTERJECTIONS, Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps spaCy out of import time
     from spacy.tokens import Doc, Span, Token
 
-__all__ = ["MAX_ENTITIES", "Entity", "normalize_entity", "extract"]
+__all__ = ["MAX_ENTITIES", "Entity", "extract", "normalize_entity"]
 
 #: At most this many entities per text (first by appearance); more would
 #: link a pasted document to half the entity table.
@@ -91,55 +91,23 @@ _NER_LABELS = frozenset(
 
 # Nouns too vague to be a topic on their own ("a great time", "some things").
 _GENERIC_HEADS = frozenset(
-    """
-    thing stuff way time experience situation case fact matter issue idea
-    thought feeling place area part kind type sort lot bit day year week month
-    moment instance example technique method approach process step tool result
-    outcome goal task item topic scale size level degree amount number style
-    look color colour shape form piece section side end edge surface point
-    people person someone something anything everything one lots plenty
-    """.split()
+    ["thing", "stuff", "way", "time", "experience", "situation", "case", "fact", "matter", "issue", "idea", "thought", "feeling", "place", "area", "part", "kind", "type", "sort", "lot", "bit", "day", "year", "week", "month", "moment", "instance", "example", "technique", "method", "approach", "process", "step", "tool", "result", "outcome", "goal", "task", "item", "topic", "scale", "size", "level", "degree", "amount", "number", "style", "look", "color", "colour", "shape", "form", "piece", "section", "side", "end", "edge", "surface", "point", "people", "person", "someone", "something", "anything", "everything", "one", "lots", "plenty"]
 )
 
 # Adjectives that do not make a compound specific ("new project" is not a
 # topic, "quantum computing" is).
 _NON_SPECIFIC_ADJ = frozenset(
-    """
-    many few several some any all most more less much little enough various
-    numerous multiple countless great good bad nice terrible awful awesome
-    amazing wonderful horrible excellent poor best worst better worse fine
-    okay ok new old recent past future current previous next last first
-    latest early late former modern ancient big small large tiny huge
-    enormous long short tall high low wide narrow thick thin deep shallow
-    similar different same other another such certain important main major
-    minor key primary real actual true whole entire full complete total basic
-    simple interesting boring exciting special particular general common
-    unique rare typical usual normal regular possible likely potential
-    available necessary only own solo individual team group joint
-    collaborative final initial side favorite favourite
-    """.split()
+    ["many", "few", "several", "some", "any", "all", "most", "more", "less", "much", "little", "enough", "various", "numerous", "multiple", "countless", "great", "good", "bad", "nice", "terrible", "awful", "awesome", "amazing", "wonderful", "horrible", "excellent", "poor", "best", "worst", "better", "worse", "fine", "okay", "ok", "new", "old", "recent", "past", "future", "current", "previous", "next", "last", "first", "latest", "early", "late", "former", "modern", "ancient", "big", "small", "large", "tiny", "huge", "enormous", "long", "short", "tall", "high", "low", "wide", "narrow", "thick", "thin", "deep", "shallow", "similar", "different", "same", "other", "another", "such", "certain", "important", "main", "major", "minor", "key", "primary", "real", "actual", "true", "whole", "entire", "full", "complete", "total", "basic", "simple", "interesting", "boring", "exciting", "special", "particular", "general", "common", "unique", "rare", "typical", "usual", "normal", "regular", "possible", "likely", "potential", "available", "necessary", "only", "own", "solo", "individual", "team", "group", "joint", "collaborative", "final", "initial", "side", "favorite", "favourite"]
 )
 
 # Trailing words that add nothing to a compound ("python work" -> "python").
 _GENERIC_ENDINGS = frozenset(
-    """
-    work works job jobs task tasks stuff thing things info information details
-    data content material materials activity activities effort efforts option
-    options choice choices result results output outputs item items
-    """.split()
+    ["work", "works", "job", "jobs", "task", "tasks", "stuff", "thing", "things", "info", "information", "details", "data", "content", "material", "materials", "activity", "activities", "effort", "efforts", "option", "options", "choice", "choices", "result", "results", "output", "outputs", "item", "items"]
 )
 
 # Capitalised single words that are headings or labels, not names.
 _GENERIC_CAPS = frozenset(
-    """
-    works items things stuff resources options tips ideas steps ways methods
-    tools features benefits examples details notes note instructions
-    guidelines recommendations suggestions overview summary conclusion
-    introduction pros cons advantages disadvantages todo update updates
-    yes no hello hi thanks please today tomorrow yesterday
-    january february march april may june july august september october
-    november december monday tuesday wednesday thursday friday saturday sunday
-    """.split()
+    ["works", "items", "things", "stuff", "resources", "options", "tips", "ideas", "steps", "ways", "methods", "tools", "features", "benefits", "examples", "details", "notes", "note", "instructions", "guidelines", "recommendations", "suggestions", "overview", "summary", "conclusion", "introduction", "pros", "cons", "advantages", "disadvantages", "todo", "update", "updates", "yes", "no", "hello", "hi", "thanks", "please", "today", "tomorrow", "yesterday", "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 )
 
 # Lower-case words allowed *inside* a capitalised name ("Bank of America",
@@ -197,8 +165,7 @@ def _clean_entity_text(text: str) -> str:
     text = " ".join(words)
     text = re.sub(r"^\d+\s*\.\s+", "", text)  # "1. Foo" list numbering
     for suffix in ("'s", "\u2019s"):
-        if text.endswith(suffix):
-            text = text[: -len(suffix)]
+        text = text.removesuffix(suffix)
     text = text.strip(_STRIP_CHARS)
     # A sentence-final period is not part of a name, but keep "U.S." whole.
     if text.endswith(".") and text.count(".") == 1:
@@ -425,12 +392,14 @@ def _is_bad_entity(text: str, etype: str) -> bool:
     if etype in ("identifier",):
         return False
     low = text.lower()
-    if " " not in low and (low in _GENERIC_CAPS or low in _GENERIC_HEADS or low in INTERJECTIONS):
-        return True
-    return False
+    return bool(" " not in low and (low in _GENERIC_CAPS or low in _GENERIC_HEADS or low in INTERJECTIONS))
 
 
-def extract(doc: Doc, vocabulary: Vocabulary = Vocabulary()) -> tuple[Entity, ...]:
+NO_VOCABULARY = Vocabulary()
+"""For a pipeline without a lemmatizer: no word is known, so no capitalised word is taken for an adjective."""
+
+
+def extract(doc: Doc, vocabulary: Vocabulary = NO_VOCABULARY) -> tuple[Entity, ...]:
     """All entity candidates of ``doc``, cleaned, deduplicated and ordered; ``vocabulary``
     (the lemmatizer's) tells a capitalised adjective from a name."""
     text = doc.text

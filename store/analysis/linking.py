@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from . import scoring
-from .backend import Transaction
-from .entities import Entity
-from .scope import Scope
+from store.analysis.entities import Entity
+from store.backend import Transaction
+from store.ranking import scoring
+from store.scope import Scope
 
 ENTITY_SAME_THRESHOLD = 0.95
 """A new entity this similar to a stored one in the same scope is the same entity (Mem0)."""

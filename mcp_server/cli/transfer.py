@@ -1,5 +1,5 @@
 """``trimem export`` and ``trimem import``: writing the export file, the progress shown while
-importing, and the import summary. The format and the reading are ``store/transfer.py``."""
+importing, and the import summary. The format and the reading are ``store/exchange/transfer.py``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pydantic import create_model
 
 from store import files
 from store.errors import unwritable
-from store.transfer import ImportReport
+from store.exchange.transfer import ImportReport
 
 ImportOut = create_model(  # the summary's JSON is the report's fields, defined once in store
     "ImportOut", **{name: (hint, ...) for name, hint in get_type_hints(ImportReport).items()}
@@ -97,8 +97,8 @@ def render_import(output: Any, _width: int) -> str:
     """The import summary for a person."""
     verb = "would import" if output.dry_run else "imported"
     lines = [f"{verb} {output.imported} of {output.read} memories ({output.source})",
-             f"skipped: {output.skipped_same_id} whose id is taken (stored, or a deleted memory's), "
-             f"{output.skipped_same_text} whose text is stored already in their scope"]
+             (f"skipped: {output.skipped_same_id} whose id is taken (stored, or a deleted memory's), "
+             f"{output.skipped_same_text} whose text is stored already in their scope")]
     if output.history_events:
         lines.append(f"history events kept: {output.history_events}")
     if output.mapped:

@@ -30,15 +30,15 @@ from typing import Any, BinaryIO, get_args
 import click
 from pydantic import BaseModel
 
+from mcp_server.call_scope import default_scope, named_scope
+from mcp_server.cli import tables
+from mcp_server.cli.tables import ScopesOut, StatsOut
 from store.backend import WAYS_AROUND
 from store.config import EMBEDDING_BACKENDS, LOG_LEVELS, Config, load_config, unknown_variables
 from store.errors import DiskFull, TrimemError
-from store.peers import SourceFormat
+from store.exchange.peers import SourceFormat
 from store.validation import MAX_SQL_INTEGER, json_object
 from store.versions import package_version
-
-from . import default_scope, named_scope, tables
-from .tables import ScopesOut, StatsOut
 
 QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
 INTERRUPTED = 128 + 2
@@ -308,12 +308,12 @@ def serve(config: Config, transport: str, host: str, port: int, auth: str | None
     if transport == "stdio":
         if auth is not None or host != "127.0.0.1":
             raise click.UsageError("--host and --auth go with --transport http; over stdio the caller is the user")
-        from .server import build_server
+        from mcp_server.tools.server import build_server
 
         exit_on_stop_signals()
         build_server(config).run("stdio")
         return
-    from .http import http_app, is_loopback
+    from mcp_server.service.http import http_app, is_loopback
 
     if auth is None:
         auth = "none" if is_loopback(host) else "tokens"
@@ -421,7 +421,7 @@ def ui(config: Config, port: int, no_browser: bool) -> None:
     Serves the configured database on 127.0.0.1 only, beside any MCP servers using it, until
     Ctrl-C; opens the page in a browser unless --no-browser.
     """
-    from .ui import serve as serve_ui
+    from mcp_server.ui import serve as serve_ui
 
     with open_engine(config, create=True) as engine:
         serve_ui(engine, port, open_browser=not no_browser, announce=lambda url: click.echo(f"trimem ui: {url}"))
@@ -456,7 +456,7 @@ def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | 
     if file is not None:
         add_file(config, file, command_ids, metadata, expiration_date)
         return
-    from .models import AddOutput
+    from mcp_server.models import AddOutput
 
     with open_engine(config, create=True) as engine:
         added = engine.add(text, **default_scope(config, **command_ids), metadata=metadata,
@@ -466,8 +466,8 @@ def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | 
 
 def add_file(config: Config, file: BinaryIO, command_ids: dict[str, str | None], metadata: Any,
              expiration_date: str | None) -> None:
-    """``trimem add --file``: check every line, then add them chunk by chunk (see mcp_server/bulk.py)."""
-    from . import bulk
+    """``trimem add --file``: check every line, then add them chunk by chunk (see mcp_server/cli/bulk.py)."""
+    from mcp_server.cli import bulk
 
     def scope_of(**line_ids: str) -> dict[str, str]:
         return default_scope(config, **(line_ids or command_ids))
@@ -507,11 +507,11 @@ def search(config: Config, query: str, user_id: str | None, agent_id: str | None
     """Memories relevant to QUERY, best first."""
     arguments = dict(default_scope(config, user_id, agent_id, run_id), top_k=top_k, threshold=threshold,
                      filters=filters, show_expired=show_expired)
-    from .models import ExplainOutput, SearchOutput
+    from mcp_server.models import ExplainOutput, SearchOutput
 
     with open_engine(config) as engine:
         if explain:
-            from .explain_table import render
+            from mcp_server.cli.explain_table import render
 
             explanation = engine.explain(query, **arguments)
             max_dropped = config.search.top_k if top_k is None else top_k
@@ -534,7 +534,7 @@ def search(config: Config, query: str, user_id: str | None, agent_id: str | None
 def list_(config: Config, user_id: str | None, agent_id: str | None, run_id: str | None, filters: Any,
           show_expired: bool, limit: int, offset: int) -> None:
     """A page of memories, newest first."""
-    from .models import MemoryPage
+    from mcp_server.models import MemoryPage
 
     with open_engine(config) as engine:
         memories = engine.list(**default_scope(config, user_id, agent_id, run_id), filters=filters,
@@ -549,7 +549,7 @@ def list_(config: Config, user_id: str | None, agent_id: str | None, run_id: str
 @click.pass_obj
 def get(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """One memory by id (or the id's first characters, as tables show them)."""
-    from .models import MemoryOut
+    from mcp_server.models import MemoryOut
 
     with open_engine(config) as engine:
         memory = engine.get(memory_id, **default_scope(config, user_id, agent_id, run_id))
@@ -569,7 +569,7 @@ def get(config: Config, memory_id: str, user_id: str | None, agent_id: str | Non
 def update(config: Config, memory_id: str, text: str | None, metadata: Any, replace_metadata: bool,
            expiration_date: str | None, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """Change a memory's text, metadata or expiration date (the old version stays in its history)."""
-    from .models import MemoryOut
+    from mcp_server.models import MemoryOut
 
     if replace_metadata and metadata is None:
         raise click.UsageError("--replace-metadata goes with --metadata (send '{}' to empty the metadata)")
@@ -586,7 +586,7 @@ def update(config: Config, memory_id: str, text: str | None, metadata: Any, repl
 @click.pass_obj
 def delete(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """Forget one memory; prints it as it was."""
-    from .models import DeletedOut, MemoryOut
+    from mcp_server.models import DeletedOut, MemoryOut
 
     with open_engine(config) as engine:
         memory = engine.delete(memory_id, **default_scope(config, user_id, agent_id, run_id))
@@ -601,7 +601,7 @@ def delete(config: Config, memory_id: str, user_id: str | None, agent_id: str | 
 @click.pass_obj
 def restore(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """Bring back a deleted memory (its text and metadata when deleted, under its old id)."""
-    from .models import MemoryOut
+    from mcp_server.models import MemoryOut
 
     with open_engine(config) as engine:
         memory = engine.restore(memory_id, **default_scope(config, user_id, agent_id, run_id))
@@ -621,7 +621,7 @@ def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id
     if not yes:
         named = ", ".join(f"{key}={value!r}" for key, value in scope.items())
         click.confirm(f"Forget every memory of {in_cli_words(named)} in {config.location}?", abort=True)
-    from .models import DeletedCount
+    from mcp_server.models import DeletedCount
 
     with open_engine(config) as engine:
         count = engine.delete_all(**scope)
@@ -635,7 +635,7 @@ def delete_all(config: Config, user_id: str | None, agent_id: str | None, run_id
 @click.pass_obj
 def history(config: Config, memory_id: str, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
     """A memory's ADD / UPDATE / DELETE / RESTORE events, oldest first."""
-    from .models import HistoryOutput
+    from mcp_server.models import HistoryOutput
 
     with open_engine(config) as engine:
         events = engine.history(memory_id, **default_scope(config, user_id, agent_id, run_id))
@@ -656,7 +656,7 @@ def export(config: Config, path: str, user_id: str | None, agent_id: str | None,
     memory per line with its ids, text, metadata and dates; expired memories too, vectors never
     (an import derives its own). Without --user-id, --agent-id or --run-id, every user's
     memories. The file appears only when complete (then replacing PATH). See docs/export-format.md."""
-    from .transfer import write_export
+    from mcp_server.cli.transfer import write_export
 
     named = user_id is not None or agent_id is not None or run_id is not None
     scope = default_scope(config, user_id, agent_id, run_id) if named else {}
@@ -691,9 +691,8 @@ def import_(config: Config, path: Path, source: str, user_id: str | None, agent_
     Every record is checked before the first write: a bad one is reported with the file and its
     line (or row) and nothing is imported. Ctrl-C stops after the memories being written: those
     are kept, and the same import run again adds the rest."""
-    from store.transfer import ImportInterrupted
-
-    from .transfer import ImportOut, progress, render_import, stop_on_interrupt
+    from mcp_server.cli.transfer import ImportOut, progress, render_import, stop_on_interrupt
+    from store.exchange.transfer import ImportInterrupted
 
     arguments = dict(source=source, **default_scope(config, user_id, agent_id, run_id))
     with open_engine(config, create=not dry_run) as engine, engine_errors(options=False), stop_on_interrupt() as stop:
