@@ -50,13 +50,14 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import locomo, postgres, report, speed, stdio
-from store import Config, Engine, clock, load_config, scoring
+from store import Config, Engine, clock, load_config
 from store.analysis.embeddings import Embedder
 from store.analysis.entities import Entity
 from store.analysis.linking import link_entities
 from store.analysis.nlp import NLP
 from store.backend import Backend, NewMemory
 from store.engine import MemoryInput
+from store.ranking import scoring
 from store.records import HistoryEvent
 from store.scope import Scope
 from store.validation import normalized_hash

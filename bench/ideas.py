@@ -39,11 +39,12 @@ import apsw
 import numpy as np
 
 from bench import locomo, metrics, quality, report, sqlite_file
-from store import Engine, backend, load_config, retrieval, scoring
+from store import Engine, backend, load_config
 from store.analysis.embeddings import open_embedder
 from store.analysis.nlp import NLP
 from store.analysis.terms import plain_terms
 from store.backend import Snapshot
+from store.ranking import retrieval, scoring
 from store.scope import Scope as StoreScope
 from store.sqlite.sql import scope_sql
 from store.sqlite.statements import SQLiteSnapshot

@@ -38,11 +38,12 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import abstention, locomo, metrics, postgres, report
-from store import Config, Engine, clock, load_config, retrieval, scoring
+from store import Config, Engine, clock, load_config
 from store.analysis.embeddings import Embedder, open_embedder
 from store.analysis.nlp import NLP
 from store.config import MEM0_RANKING
 from store.engine import MemoryInput
+from store.ranking import retrieval, scoring
 from store.validation import check_scope
 
 TOP_K = 20
