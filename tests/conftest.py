@@ -23,6 +23,9 @@ from store.analysis.nlp import NLP
 sys.path.insert(0, str(Path(__file__).parent / "stress"))
 from forkserver import ForkServer
 
+pytest_plugins = ("mcp_client", "ui_page")
+"""Fixtures of one front end, shared by its test modules: the in-process MCP client and the page."""
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -45,7 +45,7 @@ def trimem(database: str, *args: str, width: int | None = None) -> Ran:
     with tempfile.TemporaryFile() as stderr:
         if width is None:
             done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env,
-                                  timeout=120)
+                                  timeout=120, check=False)
             status, stdout = done.returncode, done.stdout.decode()
         else:
             status, stdout = on_terminal(argv, env, width, stderr)

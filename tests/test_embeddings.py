@@ -66,7 +66,7 @@ def test_a_warm_start_never_imports_torch(embedder: OnnxEmbedder, model_cache: P
             print(engine.status()["embedding_backend"], hit.memory.text, "torch" in sys.modules)
         """
     )
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["onnx-fp32", "Ana", "is", "allergic", "to", "peanuts", "False"]
 

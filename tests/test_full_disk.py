@@ -76,8 +76,8 @@ def trimem(database: Path, *args: str, stdout: int | Path | None = None) -> subp
     argv = [str(TRIMEM), "--log-level", "WARNING", "--db", str(database), *args]
     if isinstance(stdout, Path):
         with stdout.open("a") as out:
-            return subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+            return subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, timeout=120, env=env, check=False)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
 
 
 def refused(result: subprocess.CompletedProcess[str]) -> str:
@@ -138,10 +138,10 @@ def test_rewriting_vectors_on_a_full_disk_is_a_full_disk_and_changes_nothing(
     rows = [(rowid, np.frombuffer(vector, dtype=np.float32)) for rowid, vector in
             conn.execute("SELECT memory_rowid, embedding FROM memory_vectors ORDER BY memory_rowid")]
     leave_free(disk, 0)
-    with pytest.raises(DiskFull, match=f"the disk holding {database} is full; nothing was written"):
-        with connection.write_transaction(conn):
-            for rowid, vector in rows:
-                SQLiteTransaction(conn).put_memory_vector(rowid, vector[::-1].copy(), Scope("ana"))
+    with (pytest.raises(DiskFull, match=f"the disk holding {database} is full; nothing was written"),
+          connection.write_transaction(conn)):
+        for rowid, vector in rows:
+            SQLiteTransaction(conn).put_memory_vector(rowid, vector[::-1].copy(), Scope("ana"))
     conn.close()
     (disk / ".filler").unlink()
     with engine_factory(config.replace("store", db_path=str(database))) as engine:

@@ -11,8 +11,8 @@ from typing import Any, get_args, get_origin
 
 import pytest
 from mcp import Client
+from mcp_client import call, fail
 from pydantic import BaseModel
-from test_mcp import anyio_backend, call, client, connect, fail, opened  # noqa: F401  (fixtures)
 
 from mcp_server import models
 from store import records

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client
-from test_mcp import call, connect, opened  # noqa: F401  (fixtures; pytest puts tests/ on sys.path)
+from mcp_client import call
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +31,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def client(connect: Callable[..., Any]) -> AsyncIterator[Client]:  # noqa: F811
+async def client(connect: Callable[..., Any]) -> AsyncIterator[Client]:
     async with connect() as instance:
         yield instance
 
@@ -132,7 +132,7 @@ async def test_list_text_says_where_the_next_page_starts(client: Client) -> None
     assert last.splitlines()[0] == "1 memory, newest first (id date text):"
 
 
-async def test_a_cut_text_says_so(connect: Callable[..., Any], config: Any) -> None:  # noqa: F811
+async def test_a_cut_text_says_so(connect: Callable[..., Any], config: Any) -> None:
     async with connect(config.replace("server", max_result_chars=10)) as client:
         await call(client, "add_memory", text="A long memory about the garden shed and its roof")
         text, record = await text_of(client, "list_memories")

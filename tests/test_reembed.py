@@ -150,9 +150,9 @@ def test_the_model_the_database_already_uses_is_refused(
         engine.reembed()
     assert leftovers(engine) == []
 
-    with Engine(with_model(config, tiny_embedder), embedder=tiny_embedder, nlp=nlp, reembedding=True) as target:
-        with pytest.raises(KeyboardInterrupt):
-            target.reembed(progress=interrupt)
+    with (Engine(with_model(config, tiny_embedder), embedder=tiny_embedder, nlp=nlp, reembedding=True) as target,
+          pytest.raises(KeyboardInterrupt)):
+        target.reembed(progress=interrupt)
     assert leftovers(engine)
     # changing one's mind after an interrupted run: asking for the current model drops its tables
     with pytest.raises(InvalidArgument, match=f"unfinished re-embedding with '{tiny_embedder.name}' was discarded"):
@@ -223,9 +223,9 @@ def test_an_interrupted_run_leaves_the_old_index_and_resumes(
 
     for model in (tiny_embedder, copy_embedder):  # the second run discards the first one's tables
         before = ranking(engine, "Where does Ana work?")
-        with Engine(with_model(config, model), embedder=model, nlp=nlp, reembedding=True) as target:
-            with pytest.raises(KeyboardInterrupt):
-                target.reembed(progress=interrupt)
+        with (Engine(with_model(config, model), embedder=model, nlp=nlp, reembedding=True) as target,
+              pytest.raises(KeyboardInterrupt)):
+            target.reembed(progress=interrupt)
         assert ranking(engine, "Where does Ana work?") == before
         engine.add(f"Ana read a book about {model.dimension} dimensions", user_id="ana")  # writes go on
         assert engine.check() == []

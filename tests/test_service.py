@@ -170,7 +170,7 @@ def test_revoking_a_token_shuts_it_out_at_once_on_every_server_process(
             served(config, tmp_path / "second.log", monkeypatch) as second:
         anyio.run(before, first, second)
         revoke = subprocess.run([sys.executable, "-m", "mcp_server", "token", "revoke", "leaked"],
-                                capture_output=True, text=True, timeout=120)
+                                capture_output=True, text=True, timeout=120, check=False)
         assert revoke.returncode == 0, revoke.stderr
         assert "revoked token 'leaked'" in revoke.stderr
         for url in (first, second):
@@ -265,12 +265,12 @@ def test_host_names_outside_the_allow_list_are_refused(
 def test_a_bind_beyond_loopback_without_tokens_refuses_to_start(db_arg: str) -> None:
     refused = subprocess.run(
         [sys.executable, "-m", "mcp_server", "--db", db_arg, "serve", "--transport", "http", "--host", "0.0.0.0",
-         "--auth", "none", "--port", str(free_port())], capture_output=True, text=True, timeout=120,
+         "--auth", "none", "--port", str(free_port())], capture_output=True, text=True, timeout=120, check=False,
     )
     assert refused.returncode == 2
     assert "--auth tokens" in refused.stderr and "Traceback" not in refused.stderr
     over_stdio = subprocess.run([sys.executable, "-m", "mcp_server", "--db", db_arg, "serve", "--auth", "tokens"],
-                                capture_output=True, text=True, timeout=120)
+                                capture_output=True, text=True, timeout=120, check=False)
     assert over_stdio.returncode == 2 and "go with --transport http" in over_stdio.stderr
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
-import os
-import re
 import subprocess
 import sys
 import threading
@@ -23,90 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ui_page import USER, Ui  # pytest puts tests/ on sys.path (prepend import mode)
 
-from store import Config, Engine, NotFound
+from store import Engine, NotFound
 from store.ranking.scoring import KEYWORD_SOURCES
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
-]
-USER = "ana"
-MEMORIES = [
-    ("Ana booked train tickets to Porto for 14 August", {"category": "travel"}),
-    ("Ana's sister Marta lives in Porto and visits Lisbon every Christmas", {"category": "family"}),
-    ("Ana's manager Priya approved two weeks of leave in August", {"category": "work"}),
-    ("Ana prefers a window seat on long train journeys", {"category": "travel"}),
-    ("Ana is learning Portuguese phrases before the trip", {"category": "travel"}),
-    ("Ana works as a nurse at Santa Maria hospital in Lisbon", {"category": "work"}),
-    ("Ana is allergic to peanuts and carries an EpiPen", {"category": "health", "priority": 5}),
-    ("Ana grows tomatoes and basil on her balcony", {"category": "home"}),
-    ("Ana's cat Miso needs a vet check-up in September", {"category": "home"}),
-    ("Ana drinks oat milk flat whites", {"category": "food"}),
-]
 QUERY = "When does Ana take the train to Porto?"
-
-
-def chromium_or_skip() -> None:
-    if CHROMIUM.exists():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
-
-
-class Ui:
-    """A running ``trimem ui`` and the port it chose."""
-
-    def __init__(self, url: str, log: Path) -> None:
-        self.url = url
-        self.port = int(url.rsplit(":", 1)[1].strip("/"))
-        self.log = log
-
-
-@pytest.fixture
-def ui(engine: Engine, config: Config, tmp_path: Path) -> Iterator[Ui]:
-    for text, metadata in MEMORIES:
-        engine.add(text, user_id=USER, metadata=metadata)
-    engine.add("Bob keeps his bike in the hallway", user_id="bob")
-    log = tmp_path / "ui.log"
-    env = {**os.environ, "TRIMEM_DB_PATH": config.store.db_path, "TRIMEM_DATABASE_URL": config.store.database_url,
-           "TRIMEM_USER_ID": USER}
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_server", "ui", "--no-browser", "--port", "0"],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
-        )
-        try:
-            line = process.stdout.readline()
-            match = re.fullmatch(r"trimem ui: (http://127\.0\.0\.1:\d+/)\n", line)
-            assert match, f"no address on stdout: {line!r}; log: {log.read_text()}"
-            yield Ui(match.group(1), log)
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-    assert "Traceback" not in log.read_text()
-
-
-@pytest.fixture
-def page(browser: Any, ui: Ui) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 820}, device_scale_factor=1)
-    tab = context.new_page()
-    tab.goto(ui.url)
-    yield tab
-    context.close()
 
 
 def search(page: Any, query: str) -> None:
@@ -394,7 +314,7 @@ def test_a_port_in_use_is_a_short_error(tmp_path: Path) -> None:
         result = subprocess.run(
             [sys.executable, "-m", "mcp_server", "--db", str(tmp_path / "m.db"), "ui", "--no-browser", "--port",
              str(port)],
-            capture_output=True, text=True, timeout=120,
+            capture_output=True, text=True, timeout=120, check=False,
         )
     finally:
         taken.close()

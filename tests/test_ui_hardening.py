@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 from sqlite_files import execute
-from test_ui import USER, Ui, answer, browser, page, ui  # noqa: F401  (fixtures; pytest puts tests/ on sys.path)
+from test_ui import answer  # pytest puts tests/ on sys.path (prepend import mode)
+from ui_page import USER, Ui
 
 from store import Engine, NotFound
 

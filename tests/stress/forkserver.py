@@ -168,7 +168,7 @@ def zygote() -> None:
                 try:
                     _run_worker(command, embedder, nlp)
                     status = 0
-                except BaseException:
+                except BaseException:  # noqa: BLE001 - a forked worker reports any failure and exits
                     import traceback
 
                     traceback.print_exc()
@@ -202,7 +202,7 @@ class ForkServer:
     """Starts the zygote and turns its output lines into ``Worker`` records."""
 
     def __init__(self, stderr_path: Path, model_cache: Path, load_timeout: float = 300.0) -> None:
-        self._stderr = open(stderr_path, "w+")
+        self._stderr = open(stderr_path, "w+")  # noqa: SIM115 - held open for the zygote; close() closes it
         env = {
             **os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
             "TRIMEM_MODEL_CACHE": str(model_cache),
