@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--ui-screenshot",
         metavar="PATH",
-        help="save the web page test's picture here too (docs/ui.png is made this way); by default "
+        help="save the web page test's picture here too; by default "
         "it goes to the test's temporary folder, so a test run changes no file of the checkout",
     )
 
