@@ -286,7 +286,7 @@ def add_three(run: Callable) -> list[str]:
 @pytest.fixture
 def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the commands believe a person reads stdout, on an 80-column terminal."""
-    monkeypatch.setattr("mcp_server.cli.stdout_is_terminal", lambda: True)
+    monkeypatch.setattr("mcp_server.cli.output.stdout_is_terminal", lambda: True)
     monkeypatch.setenv("COLUMNS", "80")
 
 
@@ -677,7 +677,7 @@ def test_token_create_list_revoke(run: Callable, engine: Engine, monkeypatch: py
     listed = run("token", "list", "--json")
     assert secret not in listed.output
     assert [token["name"] for token in output_json(listed)["tokens"]] == ["support bot"]
-    monkeypatch.setattr("mcp_server.cli.stdout_is_terminal", lambda: True)
+    monkeypatch.setattr("mcp_server.cli.output.stdout_is_terminal", lambda: True)
     table = run("token", "list").stdout
     assert f"{secret[:11]}…" in table and "user_id=alice agent_id=support" in table and secret not in table
     revoked = run("token", "revoke", secret[:7])
