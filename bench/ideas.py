@@ -1,6 +1,6 @@
 """Ranking ideas measured by rescoring: every question's signals read once, every idea ranks them.
 
-    python bench/ideas.py [--shape turns|facts] [--data FILE] [--db FILE] [--no-doc]
+    python -m bench ideas [--shape turns|facts] [--data FILE] [--db FILE] [--no-doc]
 
 ``bench/quality.py`` measures each configuration the engine ships by asking the engine;
 this script measures ideas the engine does not have, fast enough to try many. It builds
@@ -32,18 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import apsw
 import numpy as np
 
 from bench import locomo, metrics, quality, report, sqlite_file
-from store import Engine, backend, load_config, retrieval, scoring
+from store import Engine, backend, load_config
 from store.analysis.embeddings import open_embedder
 from store.analysis.nlp import NLP
 from store.analysis.terms import plain_terms
 from store.backend import Snapshot
+from store.ranking import retrieval, scoring
 from store.scope import Scope as StoreScope
 from store.sqlite.sql import scope_sql
 from store.sqlite.statements import SQLiteSnapshot

@@ -1,6 +1,6 @@
 """Retrieval quality on LoCoMo: recall@5/10/20, nDCG@10 and MRR for a signal ablation.
 
-    python bench/quality.py [--shape turns|facts|both] [--data FILE] [--samples conv-26,conv-30]
+    python -m bench quality [--shape turns|facts|both] [--data FILE] [--samples conv-26,conv-30]
                             [--backend sqlite|postgres] [--no-doc]
 
 Both shapes of memory, each in a database of its own (an SQLite file, or with ``--backend
@@ -34,15 +34,13 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench import abstention, locomo, metrics, postgres, report
-from store import Config, Engine, clock, load_config, retrieval, scoring
+from store import Config, Engine, clock, load_config
 from store.analysis.embeddings import Embedder, open_embedder
 from store.analysis.nlp import NLP
 from store.config import MEM0_RANKING
 from store.engine import MemoryInput
+from store.ranking import retrieval, scoring
 from store.validation import check_scope
 
 TOP_K = 20
