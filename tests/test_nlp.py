@@ -266,7 +266,7 @@ def test_write_path_matches_query_path(pipeline: str, request: pytest.FixtureReq
 def test_lean_query_path_matches_the_write_path_on_real_questions(nlp: NLP) -> None:
     """The query path batches the cased and lower-cased docs its own way; the result must not move.
 
-    ``python bench/nlp_parity.py compare`` checks all 999 dev questions against a snapshot.
+    ``python -m bench nlp_parity compare`` checks all 999 dev questions against a snapshot.
     """
     from bench.nlp_parity import questions
 
@@ -307,7 +307,7 @@ def test_concurrent_first_use_loads_once() -> None:
     def work() -> None:
         try:
             results.append(engine.analyze_query("Carol flew to Lisbon with Dave."))
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001  # pragma: no cover - a thread cannot raise to the test: reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work) for _ in range(8)]
