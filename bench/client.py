@@ -4,8 +4,8 @@ The text a search hands the model, the tool list, warm search and single-add lat
 JSON-RPC and through the MCP SDK's client, and ingest through MCP; beside each trimem figure, its
 floor in the engine.
 
-    python bench/peer.py            # once: install the peer (its docstring says how it is set up)
-    python bench/client.py [--memories 1000] [--queries 200] [--no-peer] [--no-doc]
+    python -m bench peer            # once: install the peer (its docstring says how it is set up)
+    python -m bench client [--memories 1000] [--queries 200] [--no-peer] [--no-doc]
 
 With the defaults a run takes about 5 minutes on an idle 2-core machine (half of it the ingest);
 ``--memories 100 --queries 20`` checks the code in about one.
@@ -52,10 +52,8 @@ from typing import IO, Any, Protocol
 
 import anyio
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import coldstart, locomo, peer, report, speed, stdio
+from bench import coldstart, corpus, locomo, peer, report, stdio
+from bench.timing import Latency
 from mcp_server.replies import compact_json
 
 TRIMEM = "trimem"
@@ -369,9 +367,9 @@ class Measured:
     def timed(self, kind: str, client: str, answers: Sequence[Answer]) -> None:
         self.seconds[kind, client] = [answer.seconds for answer in answers]
 
-    def latency(self, kind: str, client: str) -> stdio.Latency | None:
+    def latency(self, kind: str, client: str) -> Latency | None:
         times = self.seconds.get((kind, client))
-        return stdio.Latency.of(times) if times else None
+        return Latency.of(times) if times else None
 
     def per_second(self, client: str) -> float | None:
         """Ingest rate: memories per second of this server's own call time."""
@@ -387,17 +385,17 @@ def dataset(memories: int, queries: int, more: int) -> tuple[list[str], list[str
     them to add; and ``queries`` questions answered within the first ``memories`` turns (a fixed
     shuffle, repeated if there are fewer)."""
     samples = locomo.load()
-    texts = stdio.distinct_texts([turn.text for sample in samples for turn in sample.memories], memories + more)
+    texts = corpus.suffixed([turn.text for sample in samples for turn in sample.memories], memories + more)
     heads: list[locomo.Sample] = []
     for sample in samples:
         taken = sum(len(head.memories) for head in heads)
         if taken >= memories:
             break
         heads.append(locomo.head(sample, max_turns=memories - taken))
-    questions = speed.queries(heads, queries)
+    questions = corpus.queries(heads, queries)
     if not questions:
         raise ValueError(f"no question is answered within the first {memories} turns; store more memories")
-    return texts[:memories], texts[memories:], stdio.cycle(questions, queries)
+    return texts[:memories], texts[memories:], corpus.cycle(questions, queries)
 
 
 async def measure_servers(
@@ -545,7 +543,7 @@ def _verdict(ok: bool | None, needs_peer: bool = False) -> str:
     """A target's cell: met or not; nothing for a row without a target."""
     if ok is None:
         return "n/a: peer not run" if needs_peer else ""
-    return stdio.yes(ok)
+    return report.yes(ok)
 
 
 def _number(value: float | None, digits: int = 0) -> str:

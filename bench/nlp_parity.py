@@ -1,8 +1,8 @@
 """Query and write analysis over the LoCoMo dev set: snapshot, compare, time.
 
-    python bench/nlp_parity.py dump SNAPSHOT.json      # analyses of the current code
-    python bench/nlp_parity.py compare SNAPSHOT.json   # differences against a snapshot
-    python bench/nlp_parity.py time [--passes 3] [--clock wall|cpu]  # per-query p50 / p95
+    python -m bench nlp_parity dump SNAPSHOT.json      # analyses of the current code
+    python -m bench nlp_parity compare SNAPSHOT.json   # differences against a snapshot
+    python -m bench nlp_parity time [--passes 3] [--clock wall|cpu]  # per-query p50 / p95
 
 ``--pipeline blank`` (or a spaCy package name) before the command uses another tier.
 
@@ -19,12 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import locomo
 from store.analysis.nlp import NLP, Analysis

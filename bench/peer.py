@@ -1,7 +1,8 @@
-"""mcp-memory-service 12.4, the server ``bench/client.py`` measures trimem beside: where it is
-installed, how it is started over stdio, and how its tools are asked and read.
+"""Install mcp-memory-service 12.4, the peer ``client`` measures trimem beside (once, before ``client``).
 
-    python bench/peer.py        # install it once into bench/results/peer-venv (git-ignored; minutes, ~1 GB)
+Also here: where it is installed, how it is started over stdio, and how its tools are asked and read.
+
+    python -m bench peer        # install it once into bench/results/peer-venv (git-ignored; minutes, ~1 GB)
 
 It gets its own virtualenv (it needs ``mcp<2``; trimem runs on 2.x), with CPU torch pinned beside
 it as trimem's README does, on a Python whose ``sqlite3`` can load extensions (its storage loads
@@ -16,15 +17,14 @@ its ``sqlite_vec`` backend in the run's own folder.
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import report
 
@@ -49,7 +49,7 @@ _RESULT = re.compile(r"^\d+\. (.*?)\n   Hash: ", re.MULTILINE | re.DOTALL)
 def missing() -> str | None:
     """Why the peer cannot be started here, or None when its virtualenv is in place."""
     if not SERVER_SCRIPT.exists():
-        return f"{NAME} is not installed ({SERVER_SCRIPT} is missing; run `python bench/peer.py` to install it)"
+        return f"{NAME} is not installed ({SERVER_SCRIPT} is missing; run `python -m bench peer` to install it)"
     return None
 
 
@@ -102,7 +102,8 @@ def base_python() -> str:
     candidates = dict.fromkeys(filter(None, (sys.executable, shutil.which("python3"), "/usr/bin/python3")))
     for python in candidates:
         version = "import sys; assert sys.version_info >= (3, 10)"
-        if subprocess.run([python, "-c", f"{version}; {LOADS_EXTENSIONS}"], capture_output=True).returncode == 0:
+        probe = subprocess.run([python, "-c", f"{version}; {LOADS_EXTENSIONS}"], capture_output=True, check=False)
+        if probe.returncode == 0:
             return python
     raise RuntimeError(
         f"no Python here can load SQLite extensions (tried {', '.join(candidates)}); "
@@ -117,7 +118,8 @@ def install() -> None:
     subprocess.run([str(VENV / "bin" / "python"), "-m", "pip", "install", *REQUIREMENTS], check=True)
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)  # --help, and no stray options
     report.RESULTS.mkdir(parents=True, exist_ok=True)
     try:
         install()

@@ -1,6 +1,6 @@
 """Retrieval quality on LoCoMo: recall@5/10/20, nDCG@10 and MRR for a signal ablation.
 
-    python bench/quality.py [--shape turns|facts|both] [--data FILE] [--samples conv-26,conv-30]
+    python -m bench quality [--shape turns|facts|both] [--data FILE] [--samples conv-26,conv-30]
                             [--backend sqlite|postgres] [--no-doc]
 
 Both shapes of memory, each in a database of its own (an SQLite file, or with ``--backend
@@ -33,9 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
-
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import abstention, locomo, metrics, postgres, report
 from store import Config, Engine, clock, load_config

@@ -1,8 +1,8 @@
 """What the default ranking costs over Mem0's: search p50 of both, interleaved, at growing sizes.
 
-    python bench/ranking_cost.py [--sizes 1000,10000] [--queries 300] [--rounds 2]
+    python -m bench ranking_cost [--sizes 1000,10000] [--queries 300] [--rounds 2]
 
-One scope grows to each size exactly as ``bench/speed.py`` builds it (``speed.grow`` with
+One scope grows to each size exactly as ``bench/speed.py`` builds it (``scope_search.grow`` with
 the ``Replay`` models). At each size two engines with the real models are open on the
 same file: the configuration's ranking (the default, ``ranking = "trimem"``) and
 ``ranking = "mem0"``. Each question is asked of both, warm, ``top_k=10``, in alternating
@@ -27,10 +27,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import everyday, locomo, report, speed
+from bench import corpus, everyday, locomo, report, sqlite_file
+from bench.replay import Replay, backend_embedder
+from bench.scope_search import SCOPE, TOP_K, SearchRun, floor_ms, grow, measure_floors
+from bench.timing import percentiles
 from store import Engine, MemoryInput, load_config
 from store.analysis.nlp import NLP
 
@@ -43,14 +43,14 @@ def interleaved(default: Engine, mem0: Engine, questions: Sequence[str]) -> tupl
     """Seconds per search of each engine, the two asked each question in turn, alternating who goes
     first; and how many questions the default answered with nothing."""
     for question in questions[:WARMUP]:
-        default.search(question, user_id=speed.SCOPE, top_k=speed.TOP_K)
-        mem0.search(question, user_id=speed.SCOPE, top_k=speed.TOP_K)
+        default.search(question, user_id=SCOPE, top_k=TOP_K)
+        mem0.search(question, user_id=SCOPE, top_k=TOP_K)
     times: dict[int, list[float]] = {id(default): [], id(mem0): []}
     nothing = 0
     for index, question in enumerate(questions):
         for engine in (default, mem0) if index % 2 == 0 else (mem0, default):
             started = time.perf_counter()
-            hits = engine.search(question, user_id=speed.SCOPE, top_k=speed.TOP_K)
+            hits = engine.search(question, user_id=SCOPE, top_k=TOP_K)
             times[id(engine)].append(time.perf_counter() - started)
             nothing += engine is default and not hits
     return times[id(default)], times[id(mem0)], nothing
@@ -59,10 +59,10 @@ def interleaved(default: Engine, mem0: Engine, questions: Sequence[str]) -> tupl
 def asked_everyday(engine: Engine) -> tuple[float, float]:
     """Add the everyday facts to the scope (once), then the share of their questions answered with
     their memory in the top 3, and the share of unrelated questions answered with nothing."""
-    engine.add_many([MemoryInput(fact) for fact in everyday.FACTS], user_id=speed.SCOPE)
-    found = [answer in [hit.memory.text for hit in engine.search(query, user_id=speed.SCOPE, top_k=3)]
+    engine.add_many([MemoryInput(fact) for fact in everyday.FACTS], user_id=SCOPE)
+    found = [answer in [hit.memory.text for hit in engine.search(query, user_id=SCOPE, top_k=3)]
              for query, answer in everyday.ANSWERABLE.items()]
-    nothing = [not engine.search(query, user_id=speed.SCOPE) for query in everyday.UNRELATED]
+    nothing = [not engine.search(query, user_id=SCOPE) for query in everyday.UNRELATED]
     return sum(found) / len(found), sum(nothing) / len(nothing)
 
 
@@ -75,34 +75,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     report.RESULTS.mkdir(parents=True, exist_ok=True)
-    speed.remove_db(args.db)
+    sqlite_file.remove_db(args.db)
     base = load_config(environ={}).replace("store", db_path=str(args.db))
-    embedder = speed.backend_embedder(base, base.store.embedding_backend)
+    embedder = backend_embedder(base, base.store.embedding_backend)
     nlp = NLP()
     embedder.load()
     nlp.load()
     sizes = sorted(int(size) for size in args.sizes.split(","))
-    base_of = speed.variants(locomo.load(), max(sizes))
+    base_of = corpus.variants(locomo.load(), max(sizes))
     texts = list(base_of)
-    replay = speed.Replay(embedder, nlp, base_of)
-    questions = speed.queries(locomo.load(), args.queries)
+    replay = Replay(embedder, nlp, base_of)
+    questions = corpus.queries(locomo.load(), args.queries)
     rows, everyday_rows = [], []
     stored = 0
     for size in sizes:
-        run = speed.SearchRun(size)
+        run = SearchRun(size)
         with Engine(base, embedder=replay, nlp=replay) as engine:
-            speed.grow(engine, texts[stored:size], run)
+            grow(engine, texts[stored:size], run)
         stored = size
         mem0_config = base.replace("search", ranking="mem0")
         with (
             Engine(base, embedder=embedder, nlp=nlp) as default,
             Engine(mem0_config, embedder=embedder, nlp=nlp) as mem0,
         ):
-            speed.measure_floors(default, questions, run)
-            floor = speed.floor_ms(run)
+            measure_floors(default, questions, run)
+            floor = floor_ms(run)
             for round_ in range(1, args.rounds + 1):
                 ours, theirs, nothing = interleaved(default, mem0, questions)
-                p50, p50_mem0 = speed.percentiles(ours)[0], speed.percentiles(theirs)[0]
+                p50, p50_mem0 = percentiles(ours)[0], percentiles(theirs)[0]
                 rows.append([f"{size:,}", round_, p50, p50_mem0, p50 / p50_mem0, floor, nothing / len(questions)])
                 print(f"  {size:>7} round {round_}: {p50:.1f} vs {p50_mem0:.1f} ms", file=sys.stderr, flush=True)
             everyday_rows.append([f"{size:,}", *asked_everyday(default)])

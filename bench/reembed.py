@@ -1,9 +1,9 @@
 """Time to change the embedding model of a database, beside its floor.
 
-    python bench/reembed.py [--memories 10000]
+    python -m bench reembed [--memories 10000]
 
 Builds one scope of ``--memories`` LoCoMo-based memories as ``bench/speed.py`` does
-(real SQL; stand-in models beyond the real turns, see ``speed.Replay``), then runs
+(real SQL; stand-in models beyond the real turns, see ``replay.Replay``), then runs
 ``Engine.reembed`` into a copy of the packaged all-MiniLM-L6-v2 folder (another model
 name, the same network, so the work is exactly that of a real model change of this
 size). The floor, measured in the same run, is the unavoidable work: one embedding pass
@@ -14,20 +14,17 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import locomo, report, speed, sqlite_file
+from bench import corpus, locomo, report, sqlite_file
+from bench.replay import Replay, backend_embedder
+from bench.scope_search import fill
 from store import Engine, load_config
 from store.analysis.embeddings import packaged_model_path
 from store.analysis.nlp import NLP
-from store.engine import MemoryInput
 
 
 def measure(work: Callable[[], object]) -> tuple[float, float]:
@@ -46,18 +43,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         folder = Path(work) / "all-MiniLM-L6-v2"  # same folder name and weights: the same ONNX copy
         shutil.copytree(packaged_model_path(), folder)
         base = load_config(environ={}).replace("store", db_path=str(Path(work) / "reembed.db"))
-        embedder = speed.backend_embedder(base, base.store.embedding_backend)
-        target = speed.backend_embedder(base.replace("store", embedding_model=str(folder)),
+        embedder = backend_embedder(base, base.store.embedding_backend)
+        target = backend_embedder(base.replace("store", embedding_model=str(folder)),
                                         base.store.embedding_backend)
         nlp = NLP()
         for model in (embedder, target, nlp):
             model.load()
-        texts = speed.variants(locomo.load(), args.memories)
-        replay = speed.Replay(embedder, nlp, texts)
+        texts = corpus.variants(locomo.load(), args.memories)
+        replay = Replay(embedder, nlp, texts)
         with Engine(base, embedder=replay, nlp=replay) as engine:  # type: ignore[arg-type]
-            for lo in range(0, len(texts), speed.BUILD_CHUNK):
-                batch = list(texts)[lo : lo + speed.BUILD_CHUNK]
-                engine.add_many([MemoryInput(text) for text in batch], user_id=speed.SCOPE)
+            fill(engine, list(texts))
             with sqlite_file.reading(engine.backend.path) as view:
                 memory_texts = [row[0] for row in view.conn.execute("SELECT text FROM memories")]
                 names = [row[0] for row in view.conn.execute("SELECT normalized FROM entities")]

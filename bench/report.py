@@ -21,8 +21,8 @@ RESULTS = ROOT / "bench" / "results"
 
 _HEADER = """# Benchmarks
 
-Figures produced by the scripts in [`bench/`](../bench) on the machine described in each
-section; rerun the command shown to reproduce them. Each script rewrites only its own section.
+Figures produced by the benchmarks in [`bench/`](../bench) on the machine described in each
+section; rerun the command shown to reproduce them. Each benchmark rewrites only its own section.
 """
 
 
@@ -34,6 +34,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str |
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(marks) + " |"]
     lines.extend("| " + " | ".join(row) + " |" for row in cells)
     return "\n".join(lines)
+
+
+def yes(ok: bool) -> str:
+    """A table cell for a target: met, or plainly not."""
+    return "yes" if ok else "**no**"
 
 
 def _cell(value: object) -> str:
@@ -59,7 +64,8 @@ def git_revision() -> str:
         rev = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
+                               check=False).stdout  # a status git cannot give leaves the revision unmarked
         return rev + ("+dirty" if dirty.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -94,15 +100,9 @@ def environment(extra: dict[str, str] | None = None) -> str:
 
 
 def command_line() -> str:
-    """How this run was started, for the reader to repeat it."""
-    script = Path(sys.argv[0])
-    if script.name == "__main__.py":
-        return " ".join(["python -m bench", *sys.argv[1:]])
-    try:
-        script = script.resolve().relative_to(ROOT)
-    except ValueError:
-        pass
-    return " ".join(["python", str(script), *sys.argv[1:]])
+    """How this run was started, for the reader to repeat it (``python -m bench`` names the
+    benchmark in ``sys.argv[0]``)."""
+    return " ".join(sys.argv)
 
 
 def write_section(name: str, body: str, doc: Path | None = None) -> None:

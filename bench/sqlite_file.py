@@ -1,4 +1,5 @@
-"""Reading a benchmark's SQLite file directly, for what ``store.backend.Snapshot`` does not offer.
+"""A benchmark's SQLite file: read directly, for what ``store.backend.Snapshot`` does not offer;
+its size on disk; and removed with its WAL before and after a run.
 
 Some benchmarks need rows the engine never reads whole (every stored vector, every memory's
 lemmas, the entity links of a scope) or a floor that is bare SQL. They open a connection of
@@ -27,3 +28,14 @@ def reading(path: Path) -> Iterator[SQLiteSnapshot]:
             yield SQLiteSnapshot(conn)
     finally:
         conn.close()
+
+
+def file_bytes(path: Path) -> int:
+    """The database file and its WAL, if any."""
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def remove_db(path: Path) -> None:
+    """Delete a benchmark database file and its WAL and shared-memory files."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)

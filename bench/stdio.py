@@ -1,7 +1,6 @@
-"""What an MCP client feels, over real stdio: warm search and add latency, resident memory
-under a long stream of adds, and the wall time of one-shot ``trimem`` commands.
+"""Over real stdio: warm search and add latency, resident memory under adds, one-shot ``trimem`` commands.
 
-    python bench/stdio.py [--memories 1000] [--queries 200] [--adds 10000] [--skip search,rss,cli]
+    python -m bench stdio [--memories 1000] [--queries 200] [--adds 10000] [--skip search,rss,cli]
 
 Every tool call goes through the MCP SDK's own stdio client (``stdio_client`` +
 ``ClientSession``) to ``trimem serve`` spawned as a subprocess, as in ``bench/coldstart.py``:
@@ -29,10 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import coldstart, locomo, report, speed
+from bench import coldstart, corpus, locomo, report
+from bench.timing import Latency
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -57,20 +54,6 @@ RSS_GROWTH_TOLERANCE_MB = 5.0
 
 
 # --- results --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Latency:
-    """Client-side wall time of one kind of tool call, in milliseconds."""
-
-    p50_ms: float
-    p95_ms: float
-    calls: int
-
-    @classmethod
-    def of(cls, seconds: Sequence[float]) -> Latency:
-        p50, p95 = speed.percentiles(seconds)
-        return cls(p50, p95, len(seconds))
 
 
 @dataclass(frozen=True)
@@ -158,12 +141,12 @@ async def serve(home: Path) -> AsyncIterator[tuple[ClientSession, set[int]]]:
 
     command, args = coldstart.trimem_command()
     params = StdioServerParameters(command=command, args=args, env=server_env(home))
-    before = coldstart._children()
+    before = coldstart.children()
     log = home / "server.log"
     with log.open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            yield session, coldstart._children() - before
+            yield session, coldstart.children() - before
     if "Traceback" in (text := log.read_text()):
         raise RuntimeError(f"trimem serve logged a traceback:\n{text[-4000:]}")
 
@@ -193,37 +176,6 @@ def rss_mb(pids: set[int]) -> float:
     return total_kb / 1024
 
 
-# --- data -----------------------------------------------------------------------------------
-
-
-def distinct_texts(turns: Sequence[str], count: int) -> list[str]:
-    """``count`` distinct memory texts: the turns, then rounds of them with a " (#n)" suffix.
-
-    Distinct after trimem's own folding (``normalized_hash``), so no add is a DUPLICATE.
-    """
-    from store.validation import normalized_hash
-
-    texts: list[str] = []
-    seen: set[str] = set()
-    for round_ in range(count // max(len(turns), 1) + 2):
-        for turn in turns:
-            text = f"{turn} (#{round_})" if round_ else turn
-            digest = normalized_hash(text)
-            if digest not in seen:
-                seen.add(digest)
-                texts.append(text)
-                if len(texts) == count:
-                    return texts
-    raise ValueError(f"cannot make {count} distinct texts from {len(turns)} turns (made {len(texts)})")
-
-
-def cycle(items: Sequence[str], count: int) -> list[str]:
-    """The first ``count`` items, repeating from the start if there are fewer."""
-    if not items:
-        raise ValueError("no items to cycle through")
-    return [items[i % len(items)] for i in range(count)]
-
-
 # --- 1. search and add latency ----------------------------------------------------------------
 
 
@@ -235,8 +187,8 @@ async def _fill(session: ClientSession, texts: Sequence[str]) -> None:
 
 
 async def _search_latency(turns: Sequence[str], questions: Sequence[str], memories: int, queries: int) -> SearchLatency:
-    texts = distinct_texts(turns, memories + queries + 1)
-    asked = cycle(questions, queries)
+    texts = corpus.suffixed(turns, memories + queries + 1)
+    asked = corpus.cycle(questions, queries)
     with tempfile.TemporaryDirectory() as home:
         async with serve(Path(home)) as (session, _):
             await _fill(session, texts[:memories])
@@ -267,7 +219,7 @@ def measure_search(
 
 
 async def _rss_run(turns: Sequence[str], adds: int, sample_every: int) -> RssRun:
-    texts = distinct_texts(turns, adds)
+    texts = corpus.suffixed(turns, adds)
     half = adds // 2
     series: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory() as home:
@@ -339,11 +291,6 @@ def measure_cli(query: str = CLI_QUERY, repeats: int = CLI_REPEATS) -> CliTimes:
 # --- 4. report ------------------------------------------------------------------------------------
 
 
-def yes(ok: bool) -> str:
-    """A table cell for a target: met, or plainly not."""
-    return "yes" if ok else "**no**"
-
-
 def _ratio(value: float, floor: float | None) -> str:
     return f"{value / floor:.1f}×" if floor else "–"
 
@@ -386,25 +333,25 @@ def target_rows(
     if search:
         rows += [
             ["warm search p50, ms", f"{search.search.p50_ms:.1f}", f"≤ {TARGET_SEARCH_P50_MS:.0f}",
-             yes(search.search.p50_ms <= TARGET_SEARCH_P50_MS)],
+             report.yes(search.search.p50_ms <= TARGET_SEARCH_P50_MS)],
             ["warm search p95, ms", f"{search.search.p95_ms:.1f}", f"≤ {TARGET_SEARCH_P95_MS:.0f}",
-             yes(search.search.p95_ms <= TARGET_SEARCH_P95_MS)],
+             report.yes(search.search.p95_ms <= TARGET_SEARCH_P95_MS)],
             ["single add p50, ms", f"{search.add.p50_ms:.1f}", f"≤ {TARGET_ADD_P50_MS:.0f}",
-             yes(search.add.p50_ms <= TARGET_ADD_P50_MS)],
+             report.yes(search.add.p50_ms <= TARGET_ADD_P50_MS)],
         ]
     if cli:
         rows.append(["`trimem search` wall, s", f"{cli.search_s:.2f}", f"≤ {TARGET_CLI_SEARCH_S:.0f}",
-                     yes(cli.search_s <= TARGET_CLI_SEARCH_S)])
+                     report.yes(cli.search_s <= TARGET_CLI_SEARCH_S)])
     if rss:
         # The RSS targets are stated at 10,000 adds: a shorter run is shown but not judged.
         full = rss.adds >= TARGET_RSS_ADDS
         note = "" if full else f" at {TARGET_RSS_ADDS:,} adds"
         rows += [
             [f"RSS after {rss.adds:,} adds, MB", f"{rss.final_mb:.0f}", f"≤ {TARGET_RSS_MB:.0f}{note}",
-             yes(rss.final_mb <= TARGET_RSS_MB) if full else "n/a (shorter run)"],
+             report.yes(rss.final_mb <= TARGET_RSS_MB) if full else "n/a (shorter run)"],
             [f"RSS growth over the last {rss.adds - rss.adds // 2:,} adds, MB", f"{rss.growth_mb:+.1f}",
              f"none (≤ {RSS_GROWTH_TOLERANCE_MB:.0f} MB){note}",
-             yes(rss.growth_mb <= RSS_GROWTH_TOLERANCE_MB) if full else "n/a (shorter run)"],
+             report.yes(rss.growth_mb <= RSS_GROWTH_TOLERANCE_MB) if full else "n/a (shorter run)"],
         ]
     return rows
 
@@ -470,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     turns = [turn.text for sample in samples for turn in sample.memories]
     search = rss = cli = None
     if "search" not in skip:
-        search = measure_search(turns, speed.queries(samples, args.queries), args.memories, args.queries)
+        search = measure_search(turns, corpus.queries(samples, args.queries), args.memories, args.queries)
         print(f"  search measured: p50 {search.search.p50_ms:.1f} ms", file=sys.stderr, flush=True)
     if "rss" not in skip:
         rss = measure_rss(turns, args.adds, args.sample_every)

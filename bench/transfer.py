@@ -1,6 +1,6 @@
 """Export and import throughput, each beside its floor measured in the same run.
 
-    python bench/transfer.py [--memories 10000] [--no-doc]
+    python -m bench transfer [--memories 10000] [--no-doc]
 
 A fresh database is filled with ``--memories`` distinct LoCoMo turns (the variants of
 ``bench/speed.py`` beyond the real ones), each with a little metadata, through
@@ -26,10 +26,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import locomo, report, speed, sqlite_file
+from bench import corpus, locomo, report, sqlite_file
+from bench.replay import backend_embedder
 from store import Engine, MemoryInput, load_config
 from store.analysis.nlp import NLP
 from store.exchange.transfer import CHUNK, MEMORY_KEYS
@@ -61,11 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     base = load_config(environ={})
-    embedder = speed.backend_embedder(base, base.store.embedding_backend)
+    embedder = backend_embedder(base, base.store.embedding_backend)
     nlp = NLP()
     embedder.load()
     nlp.load()
-    texts = speed.corpus(locomo.load(), args.memories)
+    texts = corpus.texts(locomo.load(), args.memories)
     items = [MemoryInput(text, {"n": i, "source": "bench"}) for i, text in enumerate(texts)]
 
     with tempfile.TemporaryDirectory(prefix="trimem-transfer-") as folder:

@@ -1,6 +1,6 @@
 """How long ``trimem ui`` takes to answer a search, beside the engine's own search time.
 
-    python bench/ui.py [--memories 10000] [--queries 100] [--no-doc]
+    python -m bench ui [--memories 10000] [--queries 100] [--no-doc]
 
 One scope is built to ``--memories`` LoCoMo turns as ``bench/speed.py`` builds it
 (``Replay``: real models for the distinct turns, real SQL). Then, in the same run and
@@ -30,10 +30,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import locomo, report, speed
+from bench import corpus, locomo, report
+from bench.replay import Replay, backend_embedder
+from bench.scope_search import SCOPE, SearchRun, grow
+from bench.timing import percentiles
 from store import Engine, load_config
 from store.analysis.nlp import NLP
 
@@ -81,7 +81,7 @@ def interleaved(timers: dict[str, Callable[[str], float]], questions: Sequence[s
 
 
 def start_ui(db: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "TRIMEM_DB_PATH": str(db), "TRIMEM_USER_ID": speed.SCOPE}
+    env = {**os.environ, "TRIMEM_DB_PATH": str(db), "TRIMEM_USER_ID": SCOPE}
     process = subprocess.Popen(
         [sys.executable, "-m", "mcp_server", "ui", "--no-browser", "--port", "0"],
         stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env,
@@ -128,7 +128,7 @@ def markdown(size: int, top_k: int, rows: dict[str, list[float]], command: str, 
         "",
         report.table(
             ["", "p50 ms", "p95 ms"],
-            [[name, *(f"{value:.1f}" for value in speed.percentiles(times))] for name, times in rows.items()],
+            [[name, *(f"{value:.1f}" for value in percentiles(times))] for name, times in rows.items()],
         ),
     ]
     return "\n".join(lines)
@@ -147,16 +147,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(f"{args.db}{suffix}").unlink(missing_ok=True)
     config = load_config(environ={})
     config = config.replace("store", db_path=str(args.db))
-    embedder = speed.backend_embedder(config, config.store.embedding_backend)
+    embedder = backend_embedder(config, config.store.embedding_backend)
     nlp = NLP()
     embedder.load()
     nlp.load()
     samples = locomo.load()
-    questions = speed.queries(samples, args.queries)
-    base_of = speed.variants(samples, args.memories)
-    replay = speed.Replay(embedder, nlp, base_of)
+    questions = corpus.queries(samples, args.queries)
+    base_of = corpus.variants(samples, args.memories)
+    replay = Replay(embedder, nlp, base_of)
     with Engine(config, embedder=replay, nlp=replay) as engine:
-        speed.grow(engine, list(base_of), speed.SearchRun(args.memories))
+        grow(engine, list(base_of), SearchRun(args.memories))
     print(f"  built {args.memories} memories", file=sys.stderr, flush=True)
 
     with Engine(config, embedder=embedder, nlp=nlp) as engine:
@@ -166,9 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows = interleaved(
                     {
                         "Engine.search, in process (no score parts)": wall(
-                            lambda q: engine.search(q, user_id=speed.SCOPE)
+                            lambda q: engine.search(q, user_id=SCOPE)
                         ),
-                        "floor: Engine.explain, in process": wall(lambda q: engine.explain(q, user_id=speed.SCOPE)),
+                        "floor: Engine.explain, in process": wall(lambda q: engine.explain(q, user_id=SCOPE)),
                         "server: GET /search over loopback HTTP": wall(lambda q: fetch_search(url, q)),
                         # The page's own clock, from submitting the box to the painted frame.
                         "browser: submit to results painted": lambda q: page.evaluate(BROWSER_SEARCH, q) / 1000,

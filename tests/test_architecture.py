@@ -1,5 +1,6 @@
 """The storage seam holds: each database driver stays inside its backend's package, the code
-above the seam imports no database module, and ``store`` has no import circle.
+above the seam imports no database module, ``store`` and ``bench`` have no import circle, and no
+benchmark edits ``sys.path``.
 
 Imports are read from the source (every ``import`` statement, at any depth, including those
 only for type checking), so a lazy import inside a function cannot slip past.
@@ -67,8 +68,10 @@ def test_the_code_above_the_seam_imports_no_database_module() -> None:
         assert database == [], f"store.{name} imports {database}"
 
 
-def test_store_has_no_import_circle() -> None:
-    modules = {module_name(path): path for path in sources("store")}
+def import_circle(folder: str) -> list[str]:
+    """The first import circle among the modules under ``folder``, as the modules around it
+    (the first repeated at the end), or ``[]`` when there is none."""
+    modules = {module_name(path): path for path in sources(folder)}
     graph = {name: {found for found in imports(path) if found in modules and found != name}
              for name, path in modules.items()}
     # a package's own __init__ importing its modules is how packages work; a circle through
@@ -92,4 +95,19 @@ def test_store_has_no_import_circle() -> None:
     for name in sorted(graph):
         if name not in state and visit(name, [name]):
             break
-    assert circle == []
+    return circle
+
+
+@pytest.mark.parametrize("folder", ["store", "bench"])
+def test_a_package_has_no_import_circle(folder: str) -> None:
+    assert import_circle(folder) == []
+
+
+def test_no_benchmark_touches_the_import_path() -> None:
+    """Every benchmark runs one way, ``python -m bench NAME``, which finds the checkout itself;
+    a module that edits ``sys.path`` would hide a benchmark run some other way."""
+    touching = sorted(module_name(path) for path in sources("bench")
+                      if any(isinstance(node, ast.Attribute) and node.attr == "path"
+                             and isinstance(node.value, ast.Name) and node.value.id == "sys"
+                             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))))
+    assert touching == []

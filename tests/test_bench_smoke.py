@@ -1,7 +1,7 @@
 """The benchmark's arithmetic by hand, its data loading, and a tiny end-to-end quality run.
 
-The full benchmarks are not part of the test run (``python bench/quality.py`` and
-``python bench/speed.py``); this checks that they compute what they claim on a slice.
+The full benchmarks are not part of the test run (``python -m bench quality`` and
+``python -m bench speed``); this checks that they compute what they claim on a slice.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import ideas, locomo, metrics, quality, ranking_cost, report, speed
+from bench import corpus, ideas, locomo, metrics, quality, ranking_cost, report, speed
+from bench.scope_search import SCOPE
 from bench.stages import SEARCH_STAGES, StageClock
 from store import Config, Engine, MemoryInput
 from store.scope import Scope as StoreScope
@@ -139,9 +140,9 @@ def test_the_shipped_data_loads_as_the_readme_describes():
 # --- speed helpers ------------------------------------------------------------------------------
 
 
-def test_the_speed_corpus_is_distinct_real_turns():
+def test_the_corpus_is_distinct_real_turns():
     samples = locomo.load()
-    texts = speed.corpus(samples, 3000)
+    texts = corpus.texts(samples, 3000)
     assert len(texts) == len(set(texts)) == 3000
     assert texts[0] == samples[0].memories[0].text
 
@@ -185,7 +186,7 @@ def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
     doc = tmp_path / "benchmarks.md"
     report.write_section("quality", "stale-quality-figures", doc)
     report.write_section("speed", "speed figures", doc)
-    report.write_section("quality", quality.markdown(run, "turns", "python bench/quality.py", "env", Path("x.json")), doc)
+    report.write_section("quality", quality.markdown(run, "turns", "python -m bench quality", "env", Path("x.json")), doc)
     text = doc.read_text()
     assert text.count("<!-- quality:start -->") == 1 and "speed figures" in text and "stale-quality-figures" not in text
 
@@ -215,7 +216,7 @@ def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embed
     assert any(rowid in scopes["conv-30"].questions for q in asked for rowid in q.bm25)  # the question share acts
     assert rescored == searched
     assert all(len(outcome.scores) == len(asked) for outcome in outcomes)
-    table = ideas.markdown(outcomes, asked, "turns", "python bench/ideas.py", "env").splitlines()
+    table = ideas.markdown(outcomes, asked, "turns", "python -m bench ideas", "env").splitlines()
     assert sum(line.startswith("| ") for line in table) == 2 + len(ideas.IDEAS)  # header, rule, rows
 
 
@@ -234,7 +235,7 @@ def test_delete_all_is_timed_on_a_built_scope(config: Config, embedder, nlp, mon
 
 def test_the_ranking_cost_asks_both_rankings_every_question(engine: Engine):
     texts = ("Ana is allergic to peanuts", "Ben plays chess")
-    engine.add_many([MemoryInput(text) for text in texts], user_id=speed.SCOPE)
+    engine.add_many([MemoryInput(text) for text in texts], user_id=SCOPE)
     mem0_config = engine.config.replace("search", ranking="mem0")
     questions = ["peanut allergy", "who plays chess?", "Ana", "mortgage rate"]
     with Engine(mem0_config, embedder=engine.embedder, nlp=engine.nlp) as mem0:
@@ -245,7 +246,7 @@ def test_the_ranking_cost_asks_both_rankings_every_question(engine: Engine):
 
 def test_the_everyday_questions_are_asked_among_other_memories(engine: Engine):
     engine.add_many([MemoryInput(text) for text in ("Ben plays chess", "The train leaves at noon")],
-                    user_id=speed.SCOPE)
+                    user_id=SCOPE)
     assert ranking_cost.asked_everyday(engine) == (1.0, 1.0)
 
 
@@ -284,9 +285,9 @@ def test_client_benchmark_on_a_slice_says_the_peer_is_absent(monkeypatch: pytest
         assert sizes.replies == 3 and 0 < sizes.results <= 3 * min(top_k, 12)
         assert 0 < sizes.own_chars < sizes.text_chars < sizes.structured_chars < sizes.wire_bytes
 
-    text = client.markdown(run, "python bench/client.py --memories 12 --queries 3", "env")
+    text = client.markdown(run, "python -m bench client --memories 12 --queries 3", "env")
     assert f"**The peer was not measured**: {peer.NAME} is not installed" in text
-    assert "run `python bench/peer.py` to install it" in text
+    assert "run `python -m bench peer` to install it" in text
     assert text.count("n/a: peer not run") == 5  # search raw and SDK, add raw and SDK, ingest
     assert "| names + descriptions + input schemas, chars |" in text and "| 12 single adds, SDK client" in text
 
