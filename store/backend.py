@@ -378,3 +378,9 @@ def require(backend: Backend, capability: Capability, doing: str) -> None:
     if capability not in backend.capabilities:
         raise Unsupported(f"{doing} is not available on {backend.location}: {WAYS_AROUND[capability]}")
 
+
+
+def require_writable(backend: Backend) -> None:
+    """Refuse a write to a read-only store (or a full disk's snapshot) before any model runs for it."""
+    if backend.read_only:
+        raise backend.refuse_write()
