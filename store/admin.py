@@ -14,7 +14,8 @@ from typing import Any
 from store import clock
 from store.analysis.embeddings import Embedder
 from store.analysis.nlp import NLP
-from store.backend import Backend, Progress, require, require_writable
+from store.analysis.reanalysis import DEGRADED_CHECK
+from store.backend import WAYS_AROUND, Backend, Capability, Progress, require, require_writable
 from store.records import ReembedReport, RepairReport, ScopeCount, Violation
 
 
@@ -24,6 +25,18 @@ def check(backend: Backend, nlp: NLP, *, deep: bool) -> list[Violation]:
     if deep:
         require(backend, "deep_check", "a deep check")
     return backend.check(nlp if deep else None)
+
+
+def check_advice(violations: list[Violation], capabilities: frozenset[Capability]) -> str:
+    """What to do about a failed check, naming only what the backend can do: ``--repair`` where it
+    can rebuild derived rows, else what to do instead. Memories the language model failed on are
+    no derived rows (no repair analyses them); when they are the only problem, their line says
+    what fixes them."""
+    if all(violation.check == DEGRADED_CHECK for violation in violations):
+        return "the line above says what fixes it"
+    if "repair" in capabilities:
+        return "`trimem doctor --repair` fixes derived rows"
+    return WAYS_AROUND["repair"]
 
 
 def file_warnings(backend: Backend) -> list[str]:

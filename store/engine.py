@@ -152,20 +152,18 @@ class Engine:
         # Texts embed on this thread while the NLP pipeline reads them on the caller's.
         self._side = ThreadPoolExecutor(1, thread_name_prefix="trimem-embed")
         self._names = NameVectors(self.embedder)
-        if not reembedding and reanalysis.outdated(self.backend):
-            self._reanalyse()
+        if not reembedding and (due := reanalysis.due(self.backend)):
+            self._reanalyse(due)
 
-    def _reanalyse(self) -> None:
-        """Bring terms and entity links made by older rules up to date (``store.analysis.reanalysis``);
-        a store this process cannot write keeps them, and says so."""
+    def _reanalyse(self, due: reanalysis.Due) -> None:
+        """Bring terms and entity links made by older rules, or by the plain rule where the
+        language model failed, up to date (``store.analysis.reanalysis``); a store this process
+        cannot write keeps them, and says so."""
         if self.backend.read_only:
-            log.warning(
-                "%s was analysed by older keyword and entity rules; open it once where it can be written "
-                "to update them", self.location,
-            )
+            log.warning("%s %s; open it once where it can be written to update them", self.location, due.reason)
             return
         try:
-            reanalysis.reanalyse(self.backend, self.nlp, self._names)
+            reanalysis.reanalyse(self.backend, self.nlp, self._names, due)
         except BaseException:
             self.close()
             raise
@@ -336,7 +334,7 @@ class Engine:
                     hash=item.hash, scope=item.scope, actor_id=item.actor_id, role=item.role,
                     metadata=item.metadata, created_at=created_at, updated_at=item.updated_at or created_at,
                     expiration_date=item.expiration_date, embedding=embedding,
-                    gap_before=item.gap_before or (gap_after_skip and skipped),
+                    gap_before=item.gap_before or (gap_after_skip and skipped), analysis_degraded=analysis.degraded,
                 )
                 skipped = False
                 rowid = txn.insert_memory(memory)
@@ -406,6 +404,7 @@ class Engine:
                     row.rowid, text=final_text, text_lemmatized=analysis.lemmatized, text_hash=final_hash,
                     embedding=embedding, scope=row.scope, updated_at=stamp,
                 )
+                txn.set_analysis_degraded(row.rowid, row.scope, analysis.degraded)
                 txn.unlink_entities(row.rowid, row.scope)
                 link_entities(txn, row.rowid, row.scope, analysis.entities, entity_vectors)
                 txn.delete_orphan_entities()

@@ -33,7 +33,6 @@ from pydantic import BaseModel
 from mcp_server.call_scope import default_scope, named_scope
 from mcp_server.cli import tables
 from mcp_server.cli.tables import ScopesOut, StatsOut
-from store.backend import WAYS_AROUND
 from store.config import EMBEDDING_BACKENDS, LOG_LEVELS, Config, load_config, unknown_variables
 from store.errors import DiskFull, TrimemError
 from store.exchange.peers import SourceFormat
@@ -757,9 +756,10 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
                 for warning in engine.file_warnings():
                     click.echo(f"warning: {warning}", err=True)
             if violations:
-                raise click.ClickException(f"{len(violations)} problem(s) found; " + (
-                    "`trimem doctor --repair` fixes derived rows" if "repair" in engine.capabilities
-                    else WAYS_AROUND["repair"]))
+                from store.admin import check_advice  # the models' modules: only once a store is open
+
+                raise click.ClickException(
+                    f"{len(violations)} problem(s) found; {check_advice(violations, engine.capabilities)}")
             click.echo("ok: no problems found")
         else:
             versions = {"trimem": package_version("trimem"), "python": platform.python_version(),
