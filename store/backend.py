@@ -113,6 +113,9 @@ class NewMemory:
     gap_before: bool = False
     """Leave one key free before it, so it is no neighbour (``adjacent_memories``) of the
     memory stored just before: an import keeps apart memories that were apart."""
+    analysis_degraded: bool = False
+    """The language model failed on the text (``Analysis.degraded``): store the mark, so the
+    memory is counted by the check and analysed again (``Snapshot.degraded_memories``)."""
 
 
 def to_memory(row: MemoryRow) -> Memory:
@@ -246,6 +249,9 @@ class Snapshot(Protocol):
     def analysis_version(self) -> int:
         """The version of the text analysis (``store.analysis.reanalysis.ANALYSIS_VERSION``) the stored terms
         and entity links were made with; 1 for stores made before it was recorded."""
+    def degraded_memories(self) -> list[MemoryRow]:
+        """Every memory marked ``analysis_degraded`` (of every scope), in key order: the language
+        model failed on its text, so it holds the plain rule's terms and no entity links."""
 
     # retrieval signals
     def knn_memories(
@@ -315,6 +321,8 @@ class Transaction(Snapshot, Protocol):
         """Replace a memory's keyword terms (its text unchanged), and its keyword row with them."""
     def set_analysis_version(self, version: int) -> None:
         """Record the text analysis version the stored terms and links now follow."""
+    def set_analysis_degraded(self, rowid: int, scope: Scope, degraded: bool) -> None:
+        """Mark a memory's analysis as degraded (``NewMemory.analysis_degraded``), or clear the mark."""
     def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
         """Replace a memory's metadata."""
     def set_expiration(self, rowid: int, scope: Scope, expiration_date: str | None, updated_at: str) -> None:
@@ -378,3 +386,9 @@ def require(backend: Backend, capability: Capability, doing: str) -> None:
     if capability not in backend.capabilities:
         raise Unsupported(f"{doing} is not available on {backend.location}: {WAYS_AROUND[capability]}")
 
+
+
+def require_writable(backend: Backend) -> None:
+    """Refuse a write to a read-only store (or a full disk's snapshot) before any model runs for it."""
+    if backend.read_only:
+        raise backend.refuse_write()

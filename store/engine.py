@@ -9,9 +9,7 @@ The backend (``store.backend``) is SQLite by default.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +19,7 @@ from typing import Any, Self, get_args
 
 import numpy as np
 
-from store import cancellation, clock
+from store import admin, cancellation, clock, ids
 from store.analysis import reanalysis
 from store.analysis.embeddings import Embedder, NameVectors, open_embedder
 from store.analysis.entities import normalize_entity
@@ -30,14 +28,12 @@ from store.analysis.nlp import NLP, Analysis
 from store.backend import (
     Backend,
     Capability,
-    IdCandidate,
-    IdSource,
     MemoryRow,
     NewMemory,
     Progress,
     Snapshot,
     Transaction,
-    require,
+    require_writable,
     to_memory,
 )
 from store.config import Config
@@ -47,7 +43,6 @@ from store.filters import parse_filters
 from store.ranking import retrieval
 from store.records import (
     MESSAGE_ROLES,
-    SHORT_ID_CHARS,
     SKIPPED_ROLES,
     AddedMemory,
     Explanation,
@@ -89,25 +84,6 @@ class MemoryInput:
     metadata: Mapping[str, Any] | None = None
     role: str | None = None
     actor_id: str | None = None
-
-
-ID_PREFIX_MIN_CHARS = 4
-"""A shorter start of an id is too likely to name the wrong memory to stand for it."""
-CANDIDATES_SHOWN = 5
-"""How many ids the message about an ambiguous id prefix lists (it counts the rest)."""
-CANDIDATE_TEXT_CHARS = 60
-
-
-def candidate_lines(candidates: Sequence[IdCandidate], count: int) -> list[str]:
-    """One line per candidate (sorted by id): the start of its id, long enough to tell it from
-    the others listed, and the start of its text; then how many more there are."""
-    ids = [candidate.id for candidate in candidates]
-    shared = max((len(os.path.commonprefix(pair)) for pair in itertools.pairwise(ids)), default=0)
-    lines = [f"  {candidate.id[:max(SHORT_ID_CHARS, shared + 1)]}  {shown(candidate.text, CANDIDATE_TEXT_CHARS)}"
-             for candidate in candidates]
-    if count > len(candidates):
-        lines.append(f"  … and {count - len(candidates)} more")
-    return lines
 
 
 def _scope_if_named(user_id: Any, agent_id: Any, run_id: Any) -> Scope | None:
@@ -176,20 +152,18 @@ class Engine:
         # Texts embed on this thread while the NLP pipeline reads them on the caller's.
         self._side = ThreadPoolExecutor(1, thread_name_prefix="trimem-embed")
         self._names = NameVectors(self.embedder)
-        if not reembedding and reanalysis.outdated(self.backend):
-            self._reanalyse()
+        if not reembedding and (due := reanalysis.due(self.backend)):
+            self._reanalyse(due)
 
-    def _reanalyse(self) -> None:
-        """Bring terms and entity links made by older rules up to date (``store.analysis.reanalysis``);
-        a store this process cannot write keeps them, and says so."""
+    def _reanalyse(self, due: reanalysis.Due) -> None:
+        """Bring terms and entity links made by older rules, or by the plain rule where the
+        language model failed, up to date (``store.analysis.reanalysis``); a store this process
+        cannot write keeps them, and says so."""
         if self.backend.read_only:
-            log.warning(
-                "%s was analysed by older keyword and entity rules; open it once where it can be written "
-                "to update them", self.location,
-            )
+            log.warning("%s %s; open it once where it can be written to update them", self.location, due.reason)
             return
         try:
-            reanalysis.reanalyse(self.backend, self.nlp, self._names)
+            reanalysis.reanalyse(self.backend, self.nlp, self._names, due)
         except BaseException:
             self.close()
             raise
@@ -216,8 +190,7 @@ class Engine:
 
     def _check_writable(self) -> None:
         """Refuse a write to a read-only store (or a full disk's snapshot) before the models run for it."""
-        if self.backend.read_only:
-            raise self.backend.refuse_write()
+        require_writable(self.backend)
 
     def __enter__(self) -> Self:
         return self
@@ -361,7 +334,7 @@ class Engine:
                     hash=item.hash, scope=item.scope, actor_id=item.actor_id, role=item.role,
                     metadata=item.metadata, created_at=created_at, updated_at=item.updated_at or created_at,
                     expiration_date=item.expiration_date, embedding=embedding,
-                    gap_before=item.gap_before or (gap_after_skip and skipped),
+                    gap_before=item.gap_before or (gap_after_skip and skipped), analysis_degraded=analysis.degraded,
                 )
                 skipped = False
                 rowid = txn.insert_memory(memory)
@@ -405,13 +378,13 @@ class Engine:
         new_text = None if text is None else check_text(text, self.config.limits.max_text_chars)
         new_metadata = None if metadata is None else check_metadata(metadata, self.config.limits.max_metadata_bytes)
         with self.backend.snapshot() as view:
-            row = self._get_row(view, memory_id, scope)
+            row = ids.get_row(view, memory_id, scope)
         analysis: Analysis | None = None
         if new_text is not None and new_text != row.text:
             (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([new_text])
         stamp = clock.now()
         with self.backend.transaction() as txn:
-            row = self._get_row(txn, memory_id, scope)  # it may have changed while the models ran
+            row = ids.get_row(txn, memory_id, scope)  # it may have changed while the models ran
             final_text = row.text if analysis is None else new_text
             if new_metadata is None:
                 final_metadata = row.metadata
@@ -431,6 +404,7 @@ class Engine:
                     row.rowid, text=final_text, text_lemmatized=analysis.lemmatized, text_hash=final_hash,
                     embedding=embedding, scope=row.scope, updated_at=stamp,
                 )
+                txn.set_analysis_degraded(row.rowid, row.scope, analysis.degraded)
                 txn.unlink_entities(row.rowid, row.scope)
                 link_entities(txn, row.rowid, row.scope, analysis.entities, entity_vectors)
                 txn.delete_orphan_entities()
@@ -439,7 +413,7 @@ class Engine:
                 txn.set_expiration(row.rowid, row.scope, new_expiration, stamp)
             txn.add_history(row.id, row.scope,
                             HistoryEvent(row.id, "UPDATE", row.text, final_text, row.metadata, final_metadata, stamp))
-            return to_memory(self._get_row(txn, memory_id, scope))
+            return to_memory(ids.get_row(txn, memory_id, scope))
 
     def delete(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
@@ -448,7 +422,7 @@ class Engine:
         scope = check_scope(user_id, agent_id, run_id)
         self._check_writable()
         with self.backend.transaction() as txn:
-            row = self._get_row(txn, memory_id, scope)
+            row = ids.get_row(txn, memory_id, scope)
             self._delete_row(txn, row)
             txn.delete_orphan_entities()
         return to_memory(row)
@@ -478,7 +452,7 @@ class Engine:
         memory_id = check_id(memory_id, "memory_id")
         self._check_writable()
         with self.backend.snapshot() as view:
-            full_id = memory_id if view.history(memory_id, scope) else self._full_id(view, "history", memory_id, scope)
+            full_id = memory_id if view.history(memory_id, scope) else ids.full_id(view, "history", memory_id, scope)
             deleted = view.last_deletion(full_id, scope)
         if deleted is None:
             raise NotFound(f"no history for memory {shown(memory_id)} in this scope, so nothing to restore")
@@ -521,36 +495,6 @@ class Engine:
 
     # --- reads --------------------------------------------------------------------------
 
-    def _get_row(self, view: Snapshot, memory_id: Any, scope: Scope) -> MemoryRow:
-        memory_id = check_id(memory_id, "memory_id")
-        row = view.get_memory(memory_id, scope)
-        if row is None:
-            row = view.get_memory(self._full_id(view, "memories", memory_id, scope), scope)
-        if row is None:
-            where = ", ".join(f"{key}={shown(value)}" for key, value in scope.named().items())
-            raise NotFound(
-                f"memory {shown(memory_id)} not found for {where}; listing the memories shows the ids in this scope"
-            )
-        return row
-
-    @staticmethod
-    def _full_id(view: Snapshot, source: IdSource, memory_id: str, scope: Scope) -> str:
-        """The one id in the scope that ``memory_id`` begins (tables and lists show ``SHORT_ID_CHARS``),
-        or ``memory_id`` itself when none does. A start shared by several ids is an error listing
-        them; so is one shorter than ``ID_PREFIX_MIN_CHARS``, even of a single id, which it names."""
-        candidates, count = view.ids_with_prefix(source, memory_id, scope, CANDIDATES_SHOWN)
-        if not candidates:
-            return memory_id
-        if count == 1 and len(memory_id) >= ID_PREFIX_MIN_CHARS:
-            return candidates[0].id
-        if count == 1:
-            problem = (f"is too short to stand for an id; give at least {ID_PREFIX_MIN_CHARS} characters, such "
-                       "as those of the one id in this scope that starts with it:")
-        else:
-            problem = f"is the start of {count} ids in this scope; give more of it to say which:"
-        raise InvalidArgument("\n".join([f"memory id {shown(memory_id)} {problem}",
-                                          *candidate_lines(candidates, count)]))
-
     def get(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> Memory:
@@ -559,7 +503,7 @@ class Engine:
         the ids in the scope that start with it, and the start of their texts."""
         scope = check_scope(user_id, agent_id, run_id)
         with self.backend.snapshot() as view:
-            return to_memory(self._get_row(view, memory_id, scope))
+            return to_memory(ids.get_row(view, memory_id, scope))
 
     def list(
         self,
@@ -588,7 +532,7 @@ class Engine:
         """The names of the entities linked to one memory (normalised, as search matches them)."""
         scope = check_scope(user_id, agent_id, run_id)
         with self.backend.snapshot() as view:
-            row = self._get_row(view, memory_id, scope)
+            row = ids.get_row(view, memory_id, scope)
             return view.memory_entity_names(row.rowid, row.scope)
 
     def list_by_entity(
@@ -615,7 +559,7 @@ class Engine:
         memory_id = check_id(memory_id, "memory_id")
         with self.backend.snapshot() as view:
             events = view.history(memory_id, scope) or view.history(
-                self._full_id(view, "history", memory_id, scope), scope
+                ids.full_id(view, "history", memory_id, scope), scope
             )
         if not events:
             raise NotFound(f"no history for memory {shown(memory_id)} in this scope")
@@ -751,10 +695,7 @@ class Engine:
     def check(self, *, deep: bool = False) -> list[Violation]:
         """Every broken invariant of the store (orphans, missing vectors or keyword rows, …);
         ``deep`` also runs the NLP pipeline to find memories missing their entity links."""
-        require(self.backend, "check", "a consistency check")
-        if deep:
-            require(self.backend, "deep_check", "a deep check")
-        return self.backend.check(self.nlp if deep else None)
+        return admin.check(self.backend, self.nlp, deep=deep)
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -767,14 +708,11 @@ class Engine:
         with the ``chmod`` that closes it (``store.files``): ``doctor --check`` warns about them
         without counting them as problems. A store kept by a server (PostgreSQL) has no files
         here and refuses this (``Unsupported``)."""
-        require(self.backend, "file_modes", "a check of file permissions")
-        return self.backend.file_warnings()
+        return admin.file_warnings(self.backend)
 
     def repair(self) -> RepairReport:
         """Rebuild derived rows (vectors, keyword rows, entity links) from the memories."""
-        require(self.backend, "repair", "a repair")
-        self._check_writable()
-        return self.backend.repair(self.embedder, self.nlp)
+        return admin.repair(self.backend, self.embedder, self.nlp)
 
     def reembed(self, *, progress: Progress | None = None) -> ReembedReport:
         """Re-embed every memory and entity with this engine's model and make it the store's
@@ -784,45 +722,20 @@ class Engine:
         every other process keeps using the old index. ``progress(done, total)`` is called
         after each chunk. Refused when the store already uses the model.
         """
-        require(self.backend, "reembed", "re-embedding")
-        self._check_writable()
-        return self.backend.reembed(self.embedder, progress)
+        return admin.reembed(self.backend, self.embedder, progress)
 
     def backup(self, destination: Path) -> None:
         """Copy the store with an online backup: safe while other servers write."""
-        require(self.backend, "backup", "a backup")
-        self.backend.backup(Path(destination))
+        admin.backup(self.backend, destination)
 
     def users(self) -> list[ScopeCount]:
         """Every user, agent and run scope that holds memories, with counts (expired ones too)."""
-        with self.backend.snapshot() as view:
-            rows = view.scope_counts(clock.today())
-        return [ScopeCount(scope.user_id or None, scope.agent_id or None, scope.run_id or None, n, expired)
-                for scope, n, expired in rows]
+        return admin.users(self.backend)
 
     def stats(self) -> dict[str, Any]:
         """Memories and expired ones, in all and per user; the store's size; the models."""
-        per_user: dict[str, dict[str, int]] = {}
-        scopes = self.users()
-        for scope in scopes:
-            counts = per_user.setdefault(scope.user_id or "", {"memories": 0, "expired": 0})
-            counts["memories"] += scope.memories
-            counts["expired"] += scope.expired
-        return {
-            "database": self.location,
-            "file_bytes": self.backend.size_bytes(),
-            "memories": sum(scope.memories for scope in scopes),
-            "expired": sum(scope.expired for scope in scopes),
-            "users": per_user,
-            "embedding_model": self.embedder.name,
-            "embedding_backend": self.embedder.backend,
-        }
+        return admin.stats(self.backend, self.embedder)
 
     def status(self) -> dict[str, Any]:
         """Versions, models, where the store is and row counts (``trimem doctor``)."""
-        info = self.backend.status()
-        info["read_only"] = self.read_only
-        info["embedding_backend"] = self.embedder.backend
-        info["spacy_tier"] = self.nlp.expected_tier  # without loading it: doctor answers in a moment
-        info["spacy_loaded"] = self.nlp.loaded
-        return info
+        return admin.status(self.backend, self.embedder, self.nlp)

@@ -19,7 +19,7 @@ DRIVERS = {"sqlite": {"apsw", "sqlite_vec"}, "postgres": {"psycopg", "psycopg_po
 EVERY_DRIVER = set().union(*DRIVERS.values())
 ABOVE_THE_SEAM = (
     "backend", "ranking/retrieval", "analysis/linking", "exchange/transfer", "analysis/reanalysis", "ranking/scoring",
-    "filters", "scope", "clock", "records",
+    "filters", "scope", "clock", "records", "ids", "admin",
 )
 
 

@@ -1,19 +1,26 @@
 """``trimem doctor --check`` offers what the backend can do and refuses the rest in one line:
 ``--deep`` needs the ``deep_check`` capability, and a failed check suggests ``--repair`` only
-where the ``repair`` capability exists (``store.backend.CAPABILITIES``). Both backends, through
-the real CLI on a real store.
+where the ``repair`` capability exists (``store.backend.CAPABILITIES``). It counts the memories
+the language model failed on, which the next open that can write analyses again. Both backends,
+through the real CLI on a real store.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
 from mcp_server.cli import cli
-from store import Config, Engine
+from store import Config, Engine, MemoryInput
+from store.analysis.embeddings import OnnxEmbedder
+from store.analysis.nlp import NLP
+from store.analysis.reanalysis import DEGRADED_CHECK, DEGRADED_DETAIL
 from store.backend import WAYS_AROUND, Unsupported
+from store.records import Violation
 
 
 @pytest.fixture
@@ -66,3 +73,64 @@ def test_a_failed_check_suggests_repair_only_where_the_backend_can_repair(
         assert doctor("--repair").exit_code == 0 and engine.check() == []
     else:
         assert "--repair" not in checked.output and last.endswith(f"; {WAYS_AROUND['repair']}")
+
+
+class FailsOn:
+    """A spaCy pipeline that raises for any text naming ``word`` (in any case), as a broken model
+    would, and runs every other text as the real one does."""
+
+    def __init__(self, language: Any, word: str) -> None:
+        self._language, self._word = language, word
+
+    def _refuse(self, text: str) -> None:
+        if self._word in text.lower():
+            raise RuntimeError(f"the pipeline broke on {text!r}")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._language, name)
+
+    def __call__(self, text: str, **options: Any) -> Any:
+        self._refuse(text)
+        return self._language(text, **options)
+
+    def make_doc(self, text: str) -> Any:
+        self._refuse(text)
+        return self._language.make_doc(text)
+
+    def pipe(self, texts: Any, **options: Any) -> Any:
+        texts = list(texts)
+        for text in texts:
+            self._refuse(text)
+        return self._language.pipe(texts, **options)
+
+
+def test_a_memory_the_model_failed_on_is_marked_counted_and_analysed_again_on_the_next_open(
+    doctor: Callable[..., Result], config: Config, embedder: OnnxEmbedder, nlp: NLP,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    alone, in_batch = "Ana works at Globex in Lisbon", "Bruno left Globex for Initech"
+    with monkeypatch.context() as broken:
+        broken.setattr(nlp, "_nlp", FailsOn(nlp._nlp, "globex"))
+        with Engine(config, embedder=embedder, nlp=nlp) as engine:
+            (added,) = engine.add(alone, user_id="ana")  # one text: the query's path
+            engine.add_many([MemoryInput(in_batch), MemoryInput("Carla lives in Porto")], user_id="ana")  # a batch
+            with engine.backend.snapshot() as view:
+                assert [row.text for row in view.degraded_memories()] == [alone, in_batch]
+            assert engine.entities(added.memory.id, user_id="ana") == []
+            assert engine.check() == [Violation(DEGRADED_CHECK, DEGRADED_DETAIL.format(2))]
+        checked = doctor("--check")  # opens the store where it can write: analysed again, failing again
+        assert checked.exit_code == 1 and checked.output.splitlines() == [
+            f"{DEGRADED_CHECK}: {DEGRADED_DETAIL.format(2)}",
+            "Error: 1 problem(s) found; the line above says what fixes it",
+        ]
+
+    with caplog.at_level(logging.WARNING, logger="store.analysis.reanalysis"), \
+            Engine(config, embedder=embedder, nlp=nlp) as engine:
+        assert "analysing 2 stored memories again: the language model failed on them" in caplog.text
+        with engine.backend.snapshot() as view:
+            assert view.degraded_memories() == []
+        assert engine.entities(added.memory.id, user_id="ana") == ["ana", "globex", "lisbon"]
+        assert engine.check() == []
+        hits = engine.explain("Globex", user_id="ana", threshold=0.0).hits
+        assert {hit.memory.text for hit in hits if hit.details.bm25_score > 0} == {alone, in_batch}
+    assert doctor("--check").stdout == "ok: no problems found\n"

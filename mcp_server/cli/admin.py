@@ -18,7 +18,6 @@ from mcp_server.cli.app import cli, open_engine
 from mcp_server.cli.errors import engine_errors
 from mcp_server.cli.output import echo_json, emit, format_options
 from mcp_server.cli.tables import ScopesOut, StatsOut
-from store.backend import WAYS_AROUND
 from store.config import EMBEDDING_BACKENDS, Config
 from store.versions import package_version
 
@@ -73,9 +72,10 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
                 for warning in engine.file_warnings():
                     click.echo(f"warning: {warning}", err=True)
             if violations:
-                raise click.ClickException(f"{len(violations)} problem(s) found; " + (
-                    "`trimem doctor --repair` fixes derived rows" if "repair" in engine.capabilities
-                    else WAYS_AROUND["repair"]))
+                from store.admin import check_advice  # the models' modules: only once a store is open
+
+                raise click.ClickException(
+                    f"{len(violations)} problem(s) found; {check_advice(violations, engine.capabilities)}")
             click.echo("ok: no problems found")
         else:
             versions = {"trimem": package_version("trimem"), "python": platform.python_version(),

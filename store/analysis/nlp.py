@@ -106,6 +106,9 @@ class Analysis:
     """Space-joined BM25 terms; every term is ``str.isalnum()``."""
     entities: tuple[Entity, ...]
     """Deduplicated by ``normalized``, in order of first appearance."""
+    degraded: bool = False
+    """True when the pipeline failed on the text and the terms are the plain rule's, with no
+    entities: a stored memory is marked so (``analysis_degraded``) and analysed again later."""
 
 
 _EMPTY = Analysis(lemmatized="", entities=())
@@ -220,7 +223,7 @@ class NLP:
                 if not spacy.util.is_package(name):
                     continue
                 return spacy.load(name), name
-            except Exception as exc:  # a broken install: try the next tier
+            except Exception as exc:  # noqa: BLE001 - a broken install fails in any way; warn and try the next tier
                 logger.warning("spaCy pipeline %s is installed but failed to load: %s", name, exc)
         logger.warning(
             "No English spaCy pipeline installed (%s); using the blank rule-based tier: "
@@ -236,7 +239,7 @@ class NLP:
         try:
             nlp.add_pipe("lemmatizer", config={"mode": "lookup"})
             nlp.initialize()  # needs spacy-lookups-data
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure leaves lower-cased lemmas, said in a warning
             if "lemmatizer" in nlp.pipe_names:
                 nlp.remove_pipe("lemmatizer")
             logger.warning("No lookup lemmatizer for the blank tier (%s); lemmas are lower-cased tokens", exc)
@@ -286,7 +289,7 @@ class NLP:
         try:
             with self._run_lock:
                 doc, lemma_doc = self._query_docs(nlp, head, entities)
-        except Exception:  # pragma: no cover - defensive, as for writes
+        except Exception:  # any pipeline failure: plain terms, marked degraded (a write marks its memory)
             logger.exception("NLP analysis failed for a %d-char query; using plain terms", len(cleaned))
             return self._plain_analysis(cleaned)
         return self._analysis(head, doc if entities else None, lemma_doc, tail)
@@ -332,7 +335,7 @@ class NLP:
             idxs = todo[lo : lo + _BATCH_CHUNK]
             try:
                 results = self._analyze_chunk(nlp, [cleaned[i] for i in idxs])
-            except Exception:
+            except Exception:  # any pipeline failure: each text is tried on its own next
                 logger.exception("NLP batch failed; retrying texts one by one")
                 results = [self._analyze_one_safely(nlp, cleaned[i]) for i in idxs]
             for i, res in zip(idxs, results):
@@ -342,9 +345,9 @@ class NLP:
     def _analyze_one_safely(self, nlp: Language, text: str) -> Analysis:
         try:
             return self._analyze_chunk(nlp, [text])[0]
-        except Exception:  # pragma: no cover - defensive
-            # Last resort so a write never fails because of analysis: plain
-            # lower-cased alphanumeric terms, no entities.
+        except Exception:  # a write never fails because of analysis
+            # Last resort: plain lower-cased alphanumeric terms, no entities, marked degraded so
+            # the memory is analysed again when the store is next opened for writing.
             logger.exception("NLP analysis failed for a %d-char text; using plain terms", len(text))
             return self._plain_analysis(text)
 
@@ -375,7 +378,8 @@ class NLP:
         return Analysis(lemmatized=" ".join(terms), entities=entities)
 
     def _plain_analysis(self, text: str) -> Analysis:
-        return Analysis(lemmatized=" ".join(plain_terms(text, self._stop_words)), entities=())
+        """What a text the pipeline failed on yields: the plain rule's terms, no entities, degraded."""
+        return Analysis(lemmatized=" ".join(plain_terms(text, self._stop_words)), entities=(), degraded=True)
 
 
 def _vocabulary(nlp: Language) -> Vocabulary:

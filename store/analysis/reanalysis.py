@@ -8,16 +8,22 @@ analysed again when an engine that can write opens it: every memory's terms rewr
 its entities relinked, in batches of one transaction each, the version recorded last. The
 texts, ids, vectors and history do not change. An interrupted run starts over on the next
 open; a memory edited meanwhile keeps what its edit wrote.
+
+The same path analyses again a memory the language model failed on when it was written: the
+write kept the plain rule's terms and no entities rather than fail, and marked it
+(``analysis_degraded``). Each open that can write tries the marked memories again and clears
+the mark of each one that succeeds; ``doctor --check`` counts the ones left.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from store.analysis.embeddings import NameVectors
 from store.analysis.linking import link_entities
 from store.analysis.nlp import NLP
-from store.backend import Backend
+from store.backend import Backend, MemoryRow
 from store.scope import EVERY_SCOPE
 
 logger = logging.getLogger(__name__)
@@ -30,19 +36,56 @@ entity of one adjective or sentence opener."""
 BATCH = 256
 """Memories analysed per transaction."""
 
+DEGRADED_CHECK = "analysis_degraded"
+"""The name ``doctor --check`` gives the memories the language model failed on."""
+DEGRADED_DETAIL = (
+    "{} memories hold plain keyword terms and no entity links: the language model failed on their text when they "
+    "were written. trimem analyses them again whenever it opens this store where it can write to it, so fix what "
+    "the log names as the model's failure, then run `trimem doctor --check` again where the store can be written"
+)
+"""What that check reports (``str.format`` over how many), with what fixes it: no repair does,
+since the text needs the model; the next open that can write analyses them again."""
 
-def outdated(backend: Backend) -> bool:
-    """Whether the store's terms and links were made by older rules."""
+
+@dataclass(frozen=True)
+class Due:
+    """The memories to analyse again when the store is opened, and why."""
+
+    memories: list[MemoryRow]
+    rules_changed: bool
+    """True: every memory, made by older rules (the version is recorded after); false: the
+    memories marked ``analysis_degraded``."""
+
+    @property
+    def cause(self) -> str:
+        """Why, after "analysing N stored memories again:"."""
+        if self.rules_changed:
+            return "the keyword and entity rules changed"
+        return "the language model failed on them when they were written"
+
+    @property
+    def reason(self) -> str:
+        """Why, after the store's name, for a store this process cannot write."""
+        if self.rules_changed:
+            return "was analysed by older keyword and entity rules"
+        return f"holds {len(self.memories)} memories the language model failed on when they were written"
+
+
+def due(backend: Backend) -> Due | None:
+    """What the store holds to analyse again: every memory when its rules are older, else the
+    marked ones; ``None`` when nothing (the marked ones are found through an index of them alone)."""
     with backend.snapshot() as view:
-        return view.analysis_version() < ANALYSIS_VERSION
+        if view.analysis_version() < ANALYSIS_VERSION:
+            return Due(list(view.export_memories(EVERY_SCOPE, None)), rules_changed=True)
+        degraded = view.degraded_memories()
+    return Due(degraded, rules_changed=False) if degraded else None
 
 
-def reanalyse(backend: Backend, nlp: NLP, names: NameVectors) -> int:
-    """Rewrite every memory's terms and entity links by the current rules; how many memories."""
-    with backend.snapshot() as view:
-        rows = [(row.rowid, row.scope, row.text) for row in view.export_memories(EVERY_SCOPE, None)]
+def reanalyse(backend: Backend, nlp: NLP, names: NameVectors, due: Due) -> int:
+    """Rewrite the due memories' terms, entity links and marks by the current rules; how many memories."""
+    rows = [(row.rowid, row.scope, row.text) for row in due.memories]
     if rows:
-        logger.warning("analysing %d stored memories again: the keyword and entity rules changed", len(rows))
+        logger.warning("analysing %d stored memories again: %s", len(rows), due.cause)
     for start in range(0, len(rows), BATCH):
         batch = rows[start : start + BATCH]
         analyses = nlp.analyze_batch([text for _, _, text in batch])
@@ -55,9 +98,11 @@ def reanalyse(backend: Backend, nlp: NLP, names: NameVectors) -> int:
                 if row is None or row.text != text:
                     continue  # deleted or edited since: its own write analysed it
                 txn.set_terms(rowid, scope, analysis.lemmatized)
+                txn.set_analysis_degraded(rowid, scope, analysis.degraded)
                 txn.unlink_entities(rowid, scope)
                 link_entities(txn, rowid, scope, analysis.entities, vectors)
             txn.delete_orphan_entities()
-    with backend.transaction() as txn:
-        txn.set_analysis_version(ANALYSIS_VERSION)
+    if due.rules_changed:
+        with backend.transaction() as txn:
+            txn.set_analysis_version(ANALYSIS_VERSION)
     return len(rows)

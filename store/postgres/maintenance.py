@@ -9,7 +9,9 @@ from typing import Any
 
 import psycopg
 
+from store.analysis.reanalysis import DEGRADED_CHECK, DEGRADED_DETAIL
 from store.records import Violation
+from store.sql.text import DEGRADED_COUNT_SQL
 
 from .schema import SCHEMA_VERSION
 
@@ -31,6 +33,7 @@ PROBES = {
         "WHERE (m.agent_id, m.run_id) <> (e.agent_id, e.run_id) ORDER BY 1, 2 LIMIT 100"),
         "memory {} is linked to entity {} of another scope",
     ),
+    DEGRADED_CHECK: (DEGRADED_COUNT_SQL, DEGRADED_DETAIL),
 }
 """Each derived-row invariant: the rows that break it, and the sentence for each."""
 

@@ -14,7 +14,7 @@ from store.filters import Filter
 from store.records import HistoryEvent
 from store.scope import Scope
 from store.sql.keywords import term_frequencies
-from store.sql.text import memory_columns
+from store.sql.text import DEGRADED_MEMORIES_SQL, memory_columns
 
 from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_row, scope_sql, user_sql, vector
 
@@ -166,6 +166,9 @@ class MemoryReads(Statements):
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchone()
         return int(row[0]) if row else 1
 
+    def degraded_memories(self) -> list[MemoryRow]:
+        return [memory_row(row) for row in self.rows(DEGRADED_MEMORIES_SQL)]
+
 
 class MemoryWrites(Statements):
     """Memory rows, their postings and history as a transaction writes them."""
@@ -176,12 +179,12 @@ class MemoryWrites(Statements):
         frequencies = term_frequencies(memory.text_lemmatized)
         (rowid,) = self.row(
             "INSERT INTO memories (id, text, text_lemmatized, terms, hash, user_id, agent_id, run_id, actor_id, "
-            "role, metadata, created_at, updated_at, expiration_date, embedding) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid",
+            "role, metadata, created_at, updated_at, expiration_date, embedding, analysis_degraded) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid",
             (
                 memory.id, memory.text, memory.text_lemmatized, frequencies.total(), memory.hash,
                 *memory.scope.values(), memory.actor_id, memory.role, _json(memory.metadata), memory.created_at,
-                memory.updated_at, memory.expiration_date, vector(memory.embedding),
+                memory.updated_at, memory.expiration_date, vector(memory.embedding), memory.analysis_degraded,
             ),
         )
         self._post_terms(memory.scope.user_id, rowid, frequencies)
@@ -220,6 +223,10 @@ class MemoryWrites(Statements):
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(version),),
         )
+
+    def set_analysis_degraded(self, rowid: int, scope: Scope, degraded: bool) -> None:
+        self.conn.execute("UPDATE memories SET analysis_degraded = %s WHERE user_id = %s AND rowid = %s",
+                          (degraded, scope.user_id, rowid))
 
     def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
         self.conn.execute("UPDATE memories SET metadata = %s, updated_at = %s WHERE user_id = %s AND rowid = %s",

@@ -146,8 +146,23 @@ def m003_token_sessions_cleared(conn: psycopg.Connection, dimension: int) -> Non
     conn.execute(token_sessions_sql())
 
 
+def analysis_degraded_sql() -> str:
+    """The fourth migration's SQL (``docs/schema.md`` shows it)."""
+    return textwrap.dedent("""
+        ALTER TABLE memories ADD COLUMN analysis_degraded boolean NOT NULL DEFAULT false;
+        CREATE INDEX memories_analysis_degraded ON memories (user_id, rowid) WHERE analysis_degraded;
+    """).strip()
+
+
+def m004_analysis_degraded(conn: psycopg.Connection, dimension: int) -> None:
+    """The mark SQLite's ``m007_analysis_degraded`` adds (a memory the language model failed on,
+    analysed again later), as a boolean; its index, keyed by user first as every key here, holds
+    only the marked rows."""
+    conn.execute(analysis_degraded_sql())
+
+
 MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (
-    m001_initial, m002_tokens, m003_token_sessions_cleared,
+    m001_initial, m002_tokens, m003_token_sessions_cleared, m004_analysis_degraded,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -21,6 +21,16 @@ def memory_columns(alias: str = "") -> str:
     return ", ".join(prefix + column for column in MEMORY_COLUMNS)
 
 
+DEGRADED_MEMORIES_SQL = f"SELECT {memory_columns('m')} FROM memories m WHERE m.analysis_degraded ORDER BY m.rowid"
+"""Every memory the language model failed on (``NewMemory.analysis_degraded``), in key order; its
+condition is the partial index ``memories_analysis_degraded``'s, word for word, so it reads only
+the marked rows on both backends."""
+DEGRADED_COUNT_SQL = (
+    "SELECT n FROM (SELECT count(*) AS n FROM memories WHERE analysis_degraded) AS marked WHERE n > 0"
+)
+"""How many memories are marked, as one row, or no row when none is (a probe of ``doctor --check``)."""
+
+
 def scope_condition(scope: Scope, placeholder: str, alias: str = "") -> tuple[str, list[str]]:
     """A scope read as *within*: equality on each id it names; unnamed ones match anything."""
     prefix = f"{alias}." if alias else ""

@@ -17,7 +17,7 @@ from store.filters import Filter
 from store.records import HistoryEvent
 from store.scope import Scope
 from store.sql.keywords import term_frequencies
-from store.sql.text import memory_columns
+from store.sql.text import DEGRADED_MEMORIES_SQL, memory_columns
 
 from .keywords import post_terms
 from .sql import EXACT_SCOPE_SQL, Statements, live_sql, marks, memory_row, scope_sql, vector_blob
@@ -165,6 +165,9 @@ class MemoryReads(Statements):
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchone()
         return int(row[0]) if row else 1
 
+    def degraded_memories(self) -> list[MemoryRow]:
+        return [memory_row(row) for row in self.conn.execute(DEGRADED_MEMORIES_SQL)]
+
 
 class MemoryWrites(Statements):
     """Memory rows, their vectors, postings and history as a transaction writes them."""
@@ -176,12 +179,12 @@ class MemoryWrites(Statements):
         frequencies = term_frequencies(memory.text_lemmatized)
         self.conn.execute(
             "INSERT INTO memories(rowid, id, text, text_lemmatized, terms, hash, user_id, agent_id, run_id, "
-            "actor_id, role, metadata, created_at, updated_at, expiration_date) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "actor_id, role, metadata, created_at, updated_at, expiration_date, analysis_degraded) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rowid, memory.id, memory.text, memory.text_lemmatized, frequencies.total(), memory.hash,
                 *memory.scope.values(), memory.actor_id, memory.role, _json(memory.metadata), memory.created_at,
-                memory.updated_at, memory.expiration_date,
+                memory.updated_at, memory.expiration_date, memory.analysis_degraded,
             ),
         )
         rowid = self.conn.last_insert_rowid()
@@ -223,6 +226,9 @@ class MemoryWrites(Statements):
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (str(version),),
         )
+
+    def set_analysis_degraded(self, rowid: int, scope: Scope, degraded: bool) -> None:
+        self.conn.execute("UPDATE memories SET analysis_degraded = ? WHERE rowid = ?", (degraded, rowid))
 
     def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
         self.conn.execute(

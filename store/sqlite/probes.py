@@ -8,8 +8,9 @@ from typing import Any, NamedTuple
 
 import apsw
 
+from store.analysis.reanalysis import DEGRADED_CHECK, DEGRADED_DETAIL
 from store.backend import MemoryRow
-from store.sql.text import memory_columns
+from store.sql.text import DEGRADED_COUNT_SQL, memory_columns
 
 from .keywords import USERS_SQL
 from .sql import marks, memory_row
@@ -93,6 +94,8 @@ INVARIANT_PROBES: dict[str, Probe] = {
         f"WHERE {_SCOPE_DIFFERS.format(a='v', b='e')}",
         "entity {0} ({1!r}) has a vector filed under another scope",
     ),
+    # every memory was analysed by the language model (its failure left plain terms and a mark)
+    DEGRADED_CHECK: Probe(DEGRADED_COUNT_SQL, DEGRADED_DETAIL),
 }
 
 

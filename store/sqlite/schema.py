@@ -220,9 +220,22 @@ def m006_token_sessions_cleared(conn: apsw.Connection, dimension: int) -> None:
     conn.execute("ALTER TABLE tokens ADD COLUMN sessions_cleared_at TEXT")
 
 
+def m007_analysis_degraded(conn: apsw.Connection, dimension: int) -> None:
+    """A mark on each memory whose text the language model failed on, so that it holds the plain
+    rule's terms and no entity links: ``doctor --check`` counts them and the next engine that can
+    write analyses them again (``store.analysis.reanalysis``). The index holds only marked rows,
+    so asking whether there are any costs nothing on every open."""
+    conn.execute(
+        """
+        ALTER TABLE memories ADD COLUMN analysis_degraded INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX memories_analysis_degraded ON memories(rowid) WHERE analysis_degraded;
+        """
+    )
+
+
 MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (
     m001_initial, m002_expiry_index, m003_restore_event, m004_tokens, m005_keyword_postings,
-    m006_token_sessions_cleared,
+    m006_token_sessions_cleared, m007_analysis_degraded,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
