@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mcp_server.cli.tables import note, table
-from store.ranking.relevance import Relevance
+from mcp_server.wording import relevance_line
 from store.ranking.scoring import KEYWORD_SOURCES
 from store.records import Explanation, short_id
 
@@ -54,15 +54,3 @@ def render(explanation: Explanation, width: int) -> str:
         dropped = [(short_id(d.id), d.reason, f"{d.semantic_score:.3f}", d.text) for d in explanation.dropped]
         lines.extend(["", "dropped:", table(DROPPED_COLUMNS, dropped, width)])
     return "\n".join(lines)
-
-
-def relevance_line(relevance: Relevance) -> str:
-    """The relevance decision in one line: the verdict, the best similarity against its bar, and
-    the names the query mentions with how close the scope's closest stored name is."""
-    best = "no memory" if relevance.best_similarity is None else f"best similarity {relevance.best_similarity:.3f}"
-    verdict = "answerable" if relevance.answerable else "nothing relevant"
-    sign = ">=" if relevance.answerable else "<"
-    names = ", ".join(f"{name} {closeness:.2f}" for name, closeness in relevance.names.items())
-    why = ("; a name it mentions is known here" if relevance.known_name
-           else "; no name it mentions is known here" if relevance.unknown_names else "")
-    return f"relevance: {verdict} ({best} {sign} bar {relevance.bar:g}{why}){f'; names: {names}' if names else ''}"

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from mcp_server.models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, SearchOutput
 from mcp_server.replies import NOTHING_RELEVANT
+from mcp_server.wording import metadata_value
 from store.records import short_id
 
 METADATA_CHARS = 28
@@ -48,11 +49,6 @@ def note(text: str, width: int) -> str:
 def day(stamp: str | None) -> str:
     """The date part of an ISO timestamp (UTC), or '-'."""
     return stamp[:10] if stamp else "-"
-
-
-def metadata_value(value: Any) -> str:
-    """A metadata value as shown: compact JSON unless it is a plain string."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def metadata_pair(key: str, value: Any) -> str:

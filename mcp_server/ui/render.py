@@ -16,9 +16,8 @@ from importlib.resources import files
 from string import Template
 from typing import Any
 
-from mcp_server.cli.explain_table import relevance_line
-from mcp_server.cli.tables import metadata_value
 from mcp_server.replies import NOTHING_RELEVANT
+from mcp_server.wording import metadata_value, relevance_line
 from store.ranking.scoring import KEYWORD_SOURCES
 from store.records import Explanation, HistoryEvent, Memory, ScopeCount, SearchHit
 
