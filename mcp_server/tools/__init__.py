@@ -1,1 +1,2 @@
-"""The MCP server: trimem's tools, registered on one ``MCPServer`` by ``server.build_server``."""
+"""The MCP server: trimem's tools as plain functions (``memories.py``, ``search.py``), registered on
+one ``MCPServer`` by ``server.build_server``."""
