@@ -35,10 +35,11 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 from bench import coldstart, locomo, report, sqlite_file, stdio
 from bench.stages import ADD_STAGES, PARALLEL_PARTS, SEARCH_STAGES, StageClock
-from store import Config, Engine, load_config, scoring
+from store import Config, Engine, load_config
 from store.analysis.embeddings import Embedder, open_embedder
 from store.analysis.nlp import NLP
 from store.engine import MemoryInput
+from store.ranking import scoring
 from store.validation import normalized_hash
 
 SCOPE = "speed"
