@@ -43,7 +43,7 @@ from store.analysis.terms import plain_terms
 from store.backend import Snapshot
 from store.ranking import retrieval, scoring
 from store.scope import Scope as StoreScope
-from store.sqlite.sql import scope_sql
+from store.sqlite.sql import DIALECT
 from store.sqlite.statements import SQLiteSnapshot
 from store.validation import check_scope
 
@@ -153,7 +153,7 @@ def read_scope(view: SQLiteSnapshot, sample_id: str, nlp: NLP) -> Scope:
     """The conversation's memories with their lemmas and entity links, read by SQL (the
     snapshot offers neither)."""
     filed = check_scope(sample_id, None, None)
-    where, params = scope_sql(filed, "m")
+    where, params = DIALECT.scope_sql(filed, "m")
     texts, lemmas = {}, {}
     for rowid, text, lemmatized in view.conn.execute(
         f"SELECT m.rowid, m.text, m.text_lemmatized FROM memories m WHERE {where} ORDER BY m.rowid", params

@@ -316,6 +316,19 @@ def test_a_memory_that_asks_keeps_its_share_of_its_own_keyword_score(engine: Eng
     assert none[asks] == 0
 
 
+def test_a_turn_asks_when_its_last_character_but_trailing_space_is_a_question_mark(engine: Engine) -> None:
+    """One rule on both backends (``store.sql.dialect.Dialect.asks_sql``): the last character is
+    "?" once spaces, tabs and line ends after it are set aside."""
+    asking = {"Where is Pixel?": True, "Where is Rex? ": True, "Where is Bo?\n": True, "Where is Tom?\t\r\n": True,
+              "Pixel is at home.": False, "Is Rex out? No, he is in.": False, "Bo barks?!": False, "?\u00a0": False}
+    engine.add_many([MemoryInput(text) for text in asking], user_id="ana")
+    with engine.backend.snapshot() as view:
+        rowids = view.scope_rowids(Scope("ana"))
+        rows = view.memories_by_rowid(rowids, Scope("ana"))
+        asks = view.questions_among(rowids, Scope("ana"))
+    assert {rows[rowid].text: rowid in asks for rowid in rowids} == asking
+
+
 def test_entity_rarity_discounts_an_entity_linked_to_most_of_the_scope(engine: Engine) -> None:
     common = [MemoryInput(f"Meeting {i} with Google about the contract renewal") for i in range(40)]
     engine.add_many([*common, MemoryInput("Lunch with Netflix about the contract renewal")], user_id="ana")

@@ -6,23 +6,19 @@ import numpy as np
 
 from store.backend import MemoryRow
 from store.scope import Scope
+from store.sql import entities as shared
 from store.sql.text import memory_columns
 
-from .sql import EXACT_SCOPE_SQL, Statements, memory_row, scope_sql, user_sql, vector
+from .sql import DIALECT, Statements, user_sql, vector
 
 
-class EntityReads(Statements):
+class EntityReads(shared.EntityReads, Statements):
     """Entities as linking and the entity views read them."""
-
-    def find_entity_exact(self, scope: Scope, normalized: str) -> int | None:
-        row = self.row(f"SELECT id FROM entities WHERE {EXACT_SCOPE_SQL} AND normalized = %s",
-                       (*scope.values(), normalized))
-        return row[0] if row else None
 
     def nearest_entity(self, scope: Scope, embedding: np.ndarray) -> tuple[int, float] | None:
         """An exact scan of the scope's entities: one scope holds few."""
         row = self.row(
-            f"SELECT id, embedding <=> %s AS distance FROM entities WHERE {EXACT_SCOPE_SQL} "
+            f"SELECT id, embedding <=> %s AS distance FROM entities WHERE {DIALECT.exact_scope_sql()} "
             "ORDER BY distance, id LIMIT 1",
             (vector(embedding), *scope.values()),
         )
@@ -41,14 +37,14 @@ class EntityReads(Statements):
 
     def memories_with_entity(self, normalized: str, scope: Scope, limit: int) -> list[MemoryRow]:
         """An entity row belongs to its memories' exact scope, so one name may be several rows."""
-        where, params = scope_sql(scope, "m")
+        where, params = DIALECT.scope_sql(scope, "m")
         sql = (
             f"SELECT {memory_columns('m')} FROM entities e "
             "JOIN memory_entities l ON l.user_id = e.user_id AND l.entity_id = e.id "
             "JOIN memories m ON m.user_id = l.user_id AND m.rowid = l.memory_rowid "
             f"WHERE e.normalized = %s AND {where} ORDER BY m.created_at DESC, m.rowid DESC LIMIT %s"
         )
-        return [memory_row(row) for row in self.rows(sql, (normalized, *params, limit))]
+        return [DIALECT.memory_row(row) for row in self.rows(sql, (normalized, *params, limit))]
 
 
 class EntityWrites(Statements):

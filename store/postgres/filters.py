@@ -43,33 +43,14 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from store.filters import (
-    All,
-    AnyOf,
-    Boolean,
-    Compare,
-    Contains,
-    Equals,
-    Exists,
-    Filter,
-    IsNull,
-    Not,
-    Null,
-    Number,
-    OneOf,
-    Text,
-    TimeCompare,
-)
+from store.filters import Boolean, Null, Number, Text
+from store.sql.dialect import Sql
+from store.sql.filter_compiler import SYMBOLS, FilterCompiler
 
 __all__ = ["filter_sql"]
 
-Sql = tuple[str, list[Any]]
-"""A SQL fragment and its parameters, in the order of its ``%s`` placeholders."""
-
-_ALIAS_RE = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*)?")
 _SLOT_RE = re.compile(r"\{(\w+)\}")
 _ELEMENT = "_tm_e"  # alias for jsonb_array_elements rows; unlikely to clash with the engine's names
-_SYMBOLS = {"eq": "=", "ne": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _JSON_TYPES = {Text: "string", Number: "number", Boolean: "boolean"}
 _EXACT = "scale({n}) = 0 AND abs({n}) < 9223372036854775808 OR abs({n}) > 1.7976931348623158e308"
 """The JSON numbers ``n`` compared exactly: those SQLite reads as 64-bit integers (``-2**63`` is
@@ -91,14 +72,6 @@ def _compose(template: str, **parts: Sql) -> Sql:
 
 def _param(value: Any) -> Sql:
     return "%s", [value]
-
-
-def _join(parts: list[Sql], op: str) -> Sql:
-    """``parts`` joined by ``op``, in parentheses; no parts (an empty ``AND``) is TRUE."""
-    if len(parts) == 1:
-        return parts[0]
-    sql = f" {op} ".join(sql for sql, _ in parts)
-    return (f"({sql})" if parts else "TRUE"), [p for _, params in parts for p in params]
 
 
 def _when(value: Sql, json_type: str, test: Sql) -> Sql:
@@ -135,8 +108,8 @@ def _numbers(value: Sql, op: str, numbers: list[int | float]) -> Sql:
     """The jsonb number ``value`` stands in ``op`` to one of ``numbers``, as SQLite compares."""
     double_op, doubles = _as_doubles(op, numbers)
     return _compose(
-        f"CASE WHEN {_EXACT} THEN {{n}} {_SYMBOLS[op]} ANY({{exact}}::numeric[]) "
-        f"ELSE {{n}}::float8 {_SYMBOLS[double_op]} ANY({{doubles}}::float8[]) END",
+        f"CASE WHEN {_EXACT} THEN {{n}} {SYMBOLS[op]} ANY({{exact}}::numeric[]) "
+        f"ELSE {{n}}::float8 {SYMBOLS[double_op]} ANY({{doubles}}::float8[]) END",
         n=_compose("({value})::numeric", value=value),
         exact=_param([Decimal(v) for v in numbers]),
         doubles=_param(doubles),
@@ -148,7 +121,7 @@ def _typed(value: Sql, op: str, values: list[Text | Number | Boolean]) -> Sql:
     kind = type(values[0])
     raw = [v.value for v in values]
     if kind is Text:
-        test = _compose(f"{{text}} {_SYMBOLS[op]} ANY({{raw}}::bytea[])",
+        test = _compose(f"{{text}} {SYMBOLS[op]} ANY({{raw}}::bytea[])",
                         text=_bytes(value, fold=False), raw=_param([s.encode() for s in raw]))
     elif kind is Number:
         test = _numbers(value, op, raw)
@@ -167,53 +140,39 @@ def _is_null(value: Sql) -> Sql:
     return _compose("coalesce(jsonb_typeof({value}), 'null') = 'null'", value=value)
 
 
-class _Compiler:
-    """Builds SQL fragments over one table alias; each is two-valued (never NULL)."""
+class _PostgresFilters(FilterCompiler):
+    """The atoms over jsonb; each is TRUE or FALSE, never NULL."""
 
-    def __init__(self, alias: str) -> None:
-        self.alias = alias
-
-    def _column(self, name: str) -> str:
-        return f"{self.alias}.{name}" if self.alias else name
+    TRUE = "TRUE"
 
     def _field(self, key: str) -> Sql:
         """The jsonb value of metadata field ``key``, SQL NULL when missing."""
-        return f"{self._column('metadata')} -> %s", [key.partition("\x00")[0]]
+        return f"{self.column('metadata')} -> %s", [key.partition("\x00")[0]]
 
-    def compile(self, node: Filter) -> Sql:
-        match node:
-            case All(parts) | AnyOf(parts):
-                return _join([self.compile(part) for part in parts], "AND" if isinstance(node, All) else "OR")
-            case Not(part):
-                sql, params = self.compile(part)
-                return f"(NOT {sql})", params
-            case IsNull(key):
-                return _is_null(self._field(key))
-            case Exists(key):
-                return _compose("coalesce(jsonb_typeof({value}), 'null') <> 'null'", value=self._field(key))
-            case Equals(key, value):
-                return _typed(self._field(key), "eq", [value])
-            case Compare(key, op, value):
-                return _typed(self._field(key), op, [value])
-            case OneOf(key, values):
-                return self._one_of(self._field(key), values)
-            case Contains(key, value, ignore_case):
-                return self._contains(self._field(key), value, ignore_case)
-            case TimeCompare(field, op, prefix):
-                return (f'substr({self._column(field)}, 1, %s) COLLATE "C" {_SYMBOLS[op]} %s',
-                        [len(prefix), prefix])
-        raise AssertionError(f"not a filter node: {node!r}")
+    def is_null(self, key: str) -> Sql:
+        return _is_null(self._field(key))
 
-    def _one_of(self, value: Sql, values: tuple[Text | Number | Boolean | Null, ...]) -> Sql:
+    def exists(self, key: str) -> Sql:
+        return _compose("coalesce(jsonb_typeof({value}), 'null') <> 'null'", value=self._field(key))
+
+    def compare(self, key: str, op: str, value: Text | Number | Boolean) -> Sql:
+        return _typed(self._field(key), op, [value])
+
+    def time_compare(self, field: str, op: str, prefix: str) -> Sql:
+        return f'substr({self.column(field)}, 1, %s) COLLATE "C" {SYMBOLS[op]} %s', [len(prefix), prefix]
+
+    def one_of(self, key: str, values: tuple[Text | Number | Boolean | Null, ...]) -> Sql:
         """Texts, numbers and booleans each as one array, then null: the same parts, in the same
         order, whatever the order of ``values``."""
+        value = self._field(key)
         parts = [_typed(value, "eq", group)
                  for kind in _JSON_TYPES if (group := [v for v in values if isinstance(v, kind)])]
         if Null() in values:
             parts.append(_is_null(value))
-        return _join(parts, "OR")
+        return self.join(parts, "OR")
 
-    def _contains(self, value: Sql, needle: Text | Number | Boolean, ignore_case: bool) -> Sql:
+    def contains(self, key: str, needle: Text | Number | Boolean, ignore_case: bool) -> Sql:
+        value = self._field(key)
         element = (f"{_ELEMENT}.value", [])
         if not isinstance(needle, Text):
             return _member(value, _typed(element, "eq", [needle]))
@@ -222,19 +181,7 @@ class _Compiler:
             raw = raw.lower()
         substring = _compose("position({raw} IN {text}) > 0", raw=_param(raw), text=_bytes(value, ignore_case))
         equal = _compose("{text} = {raw}", text=_bytes(element, ignore_case), raw=_param(raw))
-        return _join([_when(value, "string", substring), _member(value, _when(element, "string", equal))], "OR")
+        return self.join([_when(value, "string", substring), _member(value, _when(element, "string", equal))], "OR")
 
 
-def filter_sql(parsed: Filter | None, alias: str = "m") -> Sql:
-    """The PostgreSQL form of a parsed metadata filter: ``(sql_expression, params)``.
-
-    The expression reads the columns of table ``alias`` (``metadata`` jsonb, ``created_at``,
-    ``updated_at``; ``alias=""`` names them bare) through psycopg's positional ``%s``
-    placeholders, whose values ``params`` lists in order (keys, ``bytea`` strings,
-    ``numeric``/``float8``/``boolean`` arrays, timestamp prefixes and their lengths). It is TRUE or
-    FALSE for every row, never NULL, so it can be negated or combined freely. ``None`` gives
-    ``("TRUE", [])``. ``alias`` is a trusted identifier chosen by the engine.
-    """
-    if not (isinstance(alias, str) and _ALIAS_RE.fullmatch(alias)):
-        raise AssertionError(f"alias must be a plain identifier or empty, got {alias!r}")
-    return ("TRUE", []) if parsed is None else _Compiler(alias).compile(parsed)
+filter_sql = _PostgresFilters.filter_sql

@@ -7,16 +7,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from psycopg.types.json import Jsonb
 
 from store.backend import DeletedMemory, IdCandidate, IdSource, MemoryRow, NewMemory
 from store.filters import Filter
-from store.records import HistoryEvent
 from store.scope import Scope
+from store.sql import memories as shared
 from store.sql.keywords import term_frequencies
-from store.sql.text import DEGRADED_MEMORIES_SQL, memory_columns
+from store.sql.text import memory_columns
 
-from .sql import EXACT_SCOPE_SQL, Statements, live_sql, memory_row, scope_sql, user_sql, vector
+from .sql import DIALECT, Statements, user_sql, vector
 
 _CANDIDATES_SQL = {
     "memories": "SELECT id, text, count(*) OVER () FROM memories WHERE left(id, %s) = %s AND {where} "
@@ -31,39 +30,14 @@ EXPORT_BATCH = 500
 """Rows fetched at a time by an export's server-side cursor."""
 
 
-def _json(value: dict[str, Any] | None) -> Jsonb | None:
-    return None if value is None else Jsonb(value)
-
-
-class MemoryReads(Statements):
+class MemoryReads(shared.MemoryReads, Statements):
     """Memory rows, history and counts as a snapshot reads them."""
-
-    ROW_LOCK = ""
-    """What the reads of whole rows by id or key add: nothing in a snapshot; in a write, a lock
-    on the rows read (``PostgresTransaction``), since a write decides from them."""
-
-    def get_memory(self, memory_id: str, scope: Scope) -> MemoryRow | None:
-        where, params = scope_sql(scope)
-        row = self.row(f"SELECT {memory_columns()} FROM memories WHERE id = %s AND {where}{self.ROW_LOCK}",
-                       (memory_id, *params))
-        return memory_row(row) if row else None
-
-    def find_by_hash(self, scope: Scope, text_hash: str) -> MemoryRow | None:
-        row = self.row(f"SELECT {memory_columns()} FROM memories WHERE {EXACT_SCOPE_SQL} AND hash = %s",
-                       (*scope.values(), text_hash))
-        return memory_row(row) if row else None
-
-    def id_taken(self, memory_id: str, *, by_history: bool = True) -> bool:
-        sql = "SELECT EXISTS (SELECT 1 FROM memories WHERE id = %s)"
-        if by_history:
-            sql += " OR EXISTS (SELECT 1 FROM history WHERE memory_id = %s)"
-        return self.row(sql, (memory_id,) * (1 + by_history))[0]
 
     def ids_with_prefix(
         self, source: IdSource, prefix: str, scope: Scope, limit: int
     ) -> tuple[list[IdCandidate], int]:
         """``left`` compares literally, unlike ``LIKE``, for which ``%`` or ``_`` would be wildcards."""
-        where, params = scope_sql(scope)
+        where, params = DIALECT.scope_sql(scope)
         rows = self.rows(_CANDIDATES_SQL[source].format(where=where), (len(prefix), prefix, *params, limit))
         return [IdCandidate(row[0], row[1]) for row in rows], rows[0][2] if rows else 0
 
@@ -73,35 +47,11 @@ class MemoryReads(Statements):
         user, params = user_sql(scope)
         rows = self.rows(f"SELECT {memory_columns()} FROM memories WHERE {user} AND rowid = ANY(%s) "
                          f"ORDER BY rowid{self.ROW_LOCK}", (*params, list(rowids)))
-        return {row[0]: memory_row(row) for row in rows}
-
-    def list_memories(
-        self, scope: Scope, filters: Filter | None, on: str | None, limit: int, offset: int
-    ) -> list[MemoryRow]:
-        where, params = scope_sql(scope, "m")
-        live, live_params = live_sql(filters, on)
-        sql = (
-            f"SELECT {memory_columns('m')} FROM memories m WHERE {where} AND ({live}) "
-            "ORDER BY m.created_at DESC, m.rowid DESC LIMIT %s OFFSET %s"
-        )
-        return [memory_row(row) for row in self.rows(sql, (*params, *live_params, limit, offset))]
-
-    def scope_rowids(self, scope: Scope) -> list[int]:
-        where, params = scope_sql(scope)
-        return [row[0] for row in self.rows(f"SELECT rowid FROM memories WHERE {where}", params)]
-
-    def history(self, memory_id: str, scope: Scope) -> list[HistoryEvent]:
-        where, params = scope_sql(scope)
-        rows = self.rows(
-            "SELECT memory_id, event, old_text, new_text, old_metadata, new_metadata, created_at "
-            f"FROM history WHERE memory_id = %s AND {where} ORDER BY id",
-            (memory_id, *params),
-        )
-        return [HistoryEvent(*row) for row in rows]
+        return {row[0]: DIALECT.memory_row(row) for row in rows}
 
     def last_deletion(self, memory_id: str, scope: Scope) -> DeletedMemory | str | None:
         """The creation time is the first event's."""
-        where, params = scope_sql(scope)
+        where, params = DIALECT.scope_sql(scope)
         last = self.row(
             "SELECT event, old_text, old_metadata, user_id, agent_id, run_id FROM history "
             f"WHERE memory_id = %s AND {where} ORDER BY id DESC LIMIT 1",
@@ -118,15 +68,6 @@ class MemoryReads(Statements):
         )
         return DeletedMemory(memory_id, text, metadata or {}, Scope(*own_scope), created_at)
 
-    def scope_counts(self, on: str) -> list[tuple[Scope, int, int]]:
-        rows = self.rows(
-            "SELECT user_id, agent_id, run_id, count(*), "
-            "count(*) FILTER (WHERE expiration_date IS NOT NULL AND expiration_date < %s) "
-            "FROM memories GROUP BY user_id, agent_id, run_id ORDER BY user_id, agent_id, run_id",
-            (on,),
-        )
-        return [(Scope(user, agent, run), count, expired) for user, agent, run, count, expired in rows]
-
     def counts(self) -> dict[str, int]:
         """A memory's and an entity's vector are columns of their rows, so they count once each."""
         (memories, entities, links, events, postings) = self.row(
@@ -136,13 +77,6 @@ class MemoryReads(Statements):
         )
         return {"memories": memories, "memory_vectors": memories, "entities": entities, "entity_vectors": entities,
                 "memory_entities": links, "history": events, "memory_terms": postings}
-
-    def _export_where(self, scope: Scope, filters: Filter | None) -> tuple[str, list[Any]]:
-        """Which memories an export takes (over alias ``m``): the scope's that pass the filters,
-        expired ones too."""
-        where, params = scope_sql(scope, "m")
-        fsql, fparams = live_sql(filters, None)
-        return f"{where} AND ({fsql})", [*params, *fparams]
 
     def export_counts(self, scope: Scope, filters: Filter | None) -> tuple[int, int]:
         where, params = self._export_where(scope, filters)
@@ -160,17 +94,9 @@ class MemoryReads(Statements):
             cursor.itersize = EXPORT_BATCH
             cursor.execute(f"SELECT {memory_columns('m')} FROM memories m WHERE {where} ORDER BY m.rowid", params)
             for row in cursor:
-                yield memory_row(row)
+                yield DIALECT.memory_row(row)
 
-    def analysis_version(self) -> int:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchone()
-        return int(row[0]) if row else 1
-
-    def degraded_memories(self) -> list[MemoryRow]:
-        return [memory_row(row) for row in self.rows(DEGRADED_MEMORIES_SQL)]
-
-
-class MemoryWrites(Statements):
+class MemoryWrites(shared.MemoryWrites, Statements):
     """Memory rows, their postings and history as a transaction writes them."""
 
     def insert_memory(self, memory: NewMemory) -> int:
@@ -183,8 +109,9 @@ class MemoryWrites(Statements):
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid",
             (
                 memory.id, memory.text, memory.text_lemmatized, frequencies.total(), memory.hash,
-                *memory.scope.values(), memory.actor_id, memory.role, _json(memory.metadata), memory.created_at,
-                memory.updated_at, memory.expiration_date, vector(memory.embedding), memory.analysis_degraded,
+                *memory.scope.values(), memory.actor_id, memory.role, DIALECT.json_param(memory.metadata),
+                memory.created_at, memory.updated_at, memory.expiration_date, vector(memory.embedding),
+                memory.analysis_degraded,
             ),
         )
         self._post_terms(memory.scope.user_id, rowid, frequencies)
@@ -217,20 +144,13 @@ class MemoryWrites(Statements):
         self.conn.execute("DELETE FROM memory_terms WHERE user_id = %s AND memory_rowid = %s", (scope.user_id, rowid))
         self._post_terms(scope.user_id, rowid, frequencies)
 
-    def set_analysis_version(self, version: int) -> None:
-        self.conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('analysis_version', %s) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (str(version),),
-        )
-
     def set_analysis_degraded(self, rowid: int, scope: Scope, degraded: bool) -> None:
         self.conn.execute("UPDATE memories SET analysis_degraded = %s WHERE user_id = %s AND rowid = %s",
                           (degraded, scope.user_id, rowid))
 
     def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
         self.conn.execute("UPDATE memories SET metadata = %s, updated_at = %s WHERE user_id = %s AND rowid = %s",
-                          (_json(metadata), updated_at, scope.user_id, rowid))
+                          (DIALECT.json_param(metadata), updated_at, scope.user_id, rowid))
 
     def set_expiration(self, rowid: int, scope: Scope, expiration_date: str | None, updated_at: str) -> None:
         self.conn.execute(
@@ -243,14 +163,3 @@ class MemoryWrites(Statements):
         for ``delete_orphan_entities``."""
         self.unlink_entities(rowid, scope)
         self.conn.execute("DELETE FROM memories WHERE user_id = %s AND rowid = %s", (scope.user_id, rowid))
-
-    def add_history(self, memory_id: str, scope: Scope, event: HistoryEvent) -> None:
-        """Filed with the scope, so history stays scoped after a delete."""
-        self.conn.execute(
-            "INSERT INTO history (memory_id, event, old_text, new_text, old_metadata, new_metadata, "
-            "user_id, agent_id, run_id, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                memory_id, event.event, event.old_text, event.new_text, _json(event.old_metadata),
-                _json(event.new_metadata), *scope.values(), event.created_at,
-            ),
-        )

@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import shlex
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 
 import psycopg
 
 from store.errors import SchemaMismatch
+from store.scope import SCOPE_KEYS
+from store.sql.migrations import Migrations
+
+from .sql import DIALECT
 
 TEXT = 'text COLLATE "C"'
-SCOPE_COLUMNS = ",\n            ".join(f"{key} {TEXT} NOT NULL DEFAULT ''" for key in ("user_id", "agent_id", "run_id"))
+SCOPE_COLUMNS = ",\n            ".join(f"{key} {TEXT} NOT NULL DEFAULT ''" for key in SCOPE_KEYS)
 """The scope's columns, as the tables of ``initial_sql`` list them (at its indentation)."""
 
 MIGRATION_LOCK = 0x7472696D656D  # "trimem": the advisory lock migrations run under
@@ -175,13 +181,9 @@ def _schema_state(conn: psycopg.Connection) -> tuple[int, dict[str, str]]:
     return version, dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
 
-def _check_meta(stored: dict[str, str], model_name: str, dimension: int, location: str) -> None:
-    """Refuse vectors from another model: they live in another space, so distances mean nothing."""
-    if stored["embedding_model"] == model_name and int(stored["embedding_dimension"]) == dimension:
-        return
-    recorded, size = stored["embedding_model"], stored["embedding_dimension"]
-    sizes = "" if int(size) == dimension else f" ({size}-dimensional vectors, the configured model makes {dimension})"
-    raise SchemaMismatch(
+def _model_mismatch(location: str, recorded: str, sizes: str, model_name: str) -> str:
+    """Another model's vectors: configure the recorded one, or move the memories to a new database."""
+    return (
         f"the database {location} was built with the embedding model '{recorded}'{sizes}, but the configured "
         f"model is '{model_name}'; their vectors cannot be compared. Configure '{recorded}' again "
         "(store.embedding_model, TRIMEM_EMBEDDING_MODEL), or move the memories to a new database: "
@@ -190,40 +192,26 @@ def _check_meta(stored: dict[str, str], model_name: str, dimension: int, locatio
     )
 
 
-def ensure_schema(conn: psycopg.Connection, model_name: str, dimension: int, location: str, *,
-                  check_model: bool = True, create: bool = True) -> None:
-    """Create or upgrade the schema (and the vector extension), and refuse a database built for
-    another embedding model. A current schema is only read, so a read-only role opens it."""
-    with conn.transaction():
-        version, stored = _schema_state(conn)
-    if version == 0 and not create:
-        raise SchemaMismatch(f"{location} holds no trimem memories yet; add some first")
-    if version == SCHEMA_VERSION and stored:
-        if check_model:
-            _check_meta(stored, model_name, dimension, location)
-        return
+@contextmanager
+def _migration_lock(conn: psycopg.Connection) -> Iterator[None]:
+    """A transaction under the advisory lock, with the vector extension there: several servers
+    starting at once migrate once."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        version, stored = _schema_state(conn)  # again under the lock: another server may have begun
-        if version > SCHEMA_VERSION:
-            raise SchemaMismatch(
-                f"{location} has schema version {version}, newer than this trimem understands "
-                f"({SCHEMA_VERSION}); upgrade trimem"
-            )
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
-        for number in range(version, SCHEMA_VERSION):
-            MIGRATIONS[number](conn, dimension)
-        if version < SCHEMA_VERSION:
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION,))
-        if not stored:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('embedding_model', %s), ('embedding_dimension', %s)",
-                (model_name, str(dimension)),
-            )
-        elif check_model:
-            _check_meta(stored, model_name, dimension, location)
+        yield
+
+
+def ensure_schema(conn: psycopg.Connection, model_name: str, dimension: int, location: str, *,
+                  check_model: bool = True, create: bool = True) -> None:
+    """Create or upgrade the schema (and the vector extension), and refuse a database built for
+    another embedding model (``store.sql.migrations``)."""
+    Migrations(
+        MIGRATIONS, DIALECT, location, state=_schema_state, reading=lambda conn: conn.transaction(),
+        locked=_migration_lock,
+        missing=lambda conn: SchemaMismatch(f"{location} holds no trimem memories yet; add some first"),
+        model_mismatch=partial(_model_mismatch, location),
+    ).ensure(conn, model_name, dimension, check_model=check_model, create=create)
 
 
 def require_model(conn: psycopg.Connection, model_name: str, location: str) -> None:

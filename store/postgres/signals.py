@@ -7,13 +7,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from store.backend import keys_around, neighbours
 from store.filters import Filter
 from store.scope import Scope
+from store.sql import signals as shared
 from store.sql.keywords import query_terms
 
 from .keywords import BM25_SQL
-from .sql import Statements, live_sql, scope_sql, user_sql, vector
+from .sql import DIALECT, Statements, user_sql, vector
 
 EXACT_SCAN_ROWS = 10_000
 """Up to this many candidate rows, nearest neighbours are found by an exact scan (exactly the
@@ -22,7 +22,7 @@ HNSW_EF_SEARCH_MIN = 100
 """The HNSW candidate list is at least this long, and at least twice the neighbours asked for."""
 
 
-class SignalReads(Statements):
+class SignalReads(shared.SignalReads, Statements):
     """What retrieval reads to rank memories."""
 
     def _nearest(self, table: str, columns: tuple[str, ...], embedding: np.ndarray, where: str, params: list,
@@ -56,8 +56,8 @@ class SignalReads(Statements):
     def knn_memories(
         self, embedding: np.ndarray, scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
-        where, params = scope_sql(scope, "m")
-        live, live_params = live_sql(filters, on)
+        where, params = DIALECT.scope_sql(scope, "m")
+        live, live_params = DIALECT.live_sql(filters, on)
         return self._nearest("memories", ("rowid",), embedding, f"{where} AND ({live})", [*params, *live_params],
                              limit)
 
@@ -75,15 +75,15 @@ class SignalReads(Statements):
             return []
         corpus, corpus_params = user_sql(scope, "c")
         postings, postings_params = user_sql(scope, "p")
-        where, params = scope_sql(scope, "m")
-        live, live_params = live_sql(filters, on)
+        where, params = DIALECT.scope_sql(scope, "m")
+        live, live_params = DIALECT.live_sql(filters, on)
         sql = BM25_SQL.format(corpus=corpus, postings=postings, scope=where, live=live)
         folded = query_terms(terms)
         return self.rows(sql, (folded, *corpus_params, *postings_params, *postings_params, folded, *params,
                                *live_params, limit))
 
     def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
-        where, params = scope_sql(scope, "m")
+        where, params = DIALECT.scope_sql(scope, "m")
         return self._nearest("entities", ("id", "text"), embedding, where, params, limit)
 
     def entity_links(
@@ -99,7 +99,7 @@ class SignalReads(Statements):
             f"SELECT entity_id, count(*) FROM memory_entities l WHERE {user} AND entity_id = ANY(%s) GROUP BY entity_id",
             (*user_params, ids),
         ))
-        live, live_params = live_sql(filters, on)
+        live, live_params = DIALECT.live_sql(filters, on)
         joined = (
             "FROM memory_entities l JOIN memories m ON m.user_id = l.user_id AND m.rowid = l.memory_rowid "
             f"WHERE {user} AND l.entity_id = ANY(%s) AND ({live})"
@@ -112,39 +112,11 @@ class SignalReads(Statements):
         exists = bool(links) or (memory_rowids is not None and self.row(f"SELECT EXISTS (SELECT 1 {joined})", params)[0])
         return linked, links, exists
 
-    def scope_count(self, scope: Scope) -> int:
-        where, params = scope_sql(scope)
-        return self.row(f"SELECT count(*) FROM memories WHERE {where}", params)[0]
-
-    def adjacent_memories(
-        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
-        within_seconds: float = 0, reach: int = 1,
-    ) -> dict[int, list[int]]:
-        """The memories stored around each, by insertion sequence. A key taken by another scope,
-        or deleted, is no neighbour."""
-        if not rowids:
-            return {}
-        around = keys_around(rowids, reach)
-        where, params = scope_sql(scope, "m")
-        live, live_params = live_sql(filters, on)
-        stored = dict(
-            self.rows(
-                f"SELECT m.rowid, m.created_at FROM memories m WHERE m.rowid = ANY(%s) AND {where} AND ({live})",
-                (around, *params, *live_params),
-            )
-        )
-        return neighbours(rowids, stored, within_seconds, reach)
-
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
-        """Trailing whitespace aside: a turn that asks."""
+        """The turns that ask (``Dialect.asks_sql``)."""
         if not rowids:
             return set()
         user, params = user_sql(scope)
-        return {
-            row[0]
-            for row in self.rows(
-                f"SELECT rowid FROM memories WHERE {user} AND rowid = ANY(%s) "
-                "AND right(rtrim(text, E' \\t\\n\\r'), 1) = '?'",
-                (*params, list(rowids)),
-            )
-        }
+        asks, asks_params = DIALECT.asks_sql("text")
+        return {row[0] for row in self.rows(f"SELECT rowid FROM memories WHERE {user} AND rowid = ANY(%s) AND {asks}",
+                                            (*params, list(rowids), *asks_params))}

@@ -1,5 +1,5 @@
-"""What every statement module of the PostgreSQL backend shares: the memory row's decoding and
-the scope and live-memory conditions.
+"""What every statement module of the PostgreSQL backend shares: its ``Dialect``, the scope's
+user alone, and the vector type.
 
 Values are always bound parameters (psycopg's ``%s``); the only text spliced into SQL is
 identifiers chosen in this package and filter SQL from ``store.postgres.filters``, which binds
@@ -9,43 +9,33 @@ statement of one user's reads and writes stays on that user's rows (``docs/postg
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import psycopg
+from psycopg.types.json import Jsonb
 
-from store.backend import MemoryRow
-from store.filters import Filter
 from store.scope import Scope
-from store.sql.text import exact_scope_condition, live_condition, scope_condition
+from store.sql import statements
+from store.sql.dialect import Dialect, Sql
 
 from .filters import filter_sql
 
 
-def memory_row(values: Sequence[Any]) -> MemoryRow:
-    """A ``MemoryRow`` from the values of ``memory_columns`` (psycopg decodes the JSONB)."""
-    return MemoryRow(*values)
+def _json_param(value: dict[str, Any] | None) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
 
 
-def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
-    """A scope read as *within* (``store.sql.text.scope_condition``)."""
-    return scope_condition(scope, "%s", alias)
+DIALECT = Dialect(
+    placeholder="%s", binds_arrays=True, index_off="", filter_sql=filter_sql,
+    json_param=_json_param, json_value=lambda value: value,  # psycopg decodes jsonb itself
+)
+"""PostgreSQL's SQL through psycopg: ``%s``, a list bound as one array, JSON as ``Jsonb``."""
 
 
-def user_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
+def user_sql(scope: Scope, alias: str = "") -> Sql:
     """The scope's user alone (``TRUE`` when it names none): what a lookup by key adds, so the
     statement stays on that user's rows (one shard, when the tables are distributed by user)."""
-    return scope_sql(Scope(scope.user_id), alias)
-
-
-EXACT_SCOPE_SQL = exact_scope_condition("%s")
-"""A scope read as *exact* (bound to ``Scope.values()``): where one memory or entity is filed."""
-
-
-def live_sql(filters: Filter | None, on: str | None, alias: str = "m") -> tuple[str, list[Any]]:
-    """The metadata filter over ``alias`` and, when ``on`` is a day, "not expired before it"."""
-    return live_condition(filter_sql(filters, alias), on, "%s", alias)
+    return DIALECT.scope_sql(Scope(scope.user_id), alias)
 
 
 def vector(embedding: np.ndarray) -> np.ndarray:
@@ -53,16 +43,7 @@ def vector(embedding: np.ndarray) -> np.ndarray:
     return np.asarray(embedding, dtype=np.float32)
 
 
-class Statements:
+class Statements(statements.Statements):
     """A connection inside a read or write transaction, which the statement mixins query."""
 
-    def __init__(self, conn: psycopg.Connection) -> None:
-        self.conn = conn
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Every row of one statement."""
-        return self.conn.execute(sql, params).fetchall()
-
-    def row(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """The first row of one statement, if any."""
-        return self.conn.execute(sql, params).fetchone()
+    dialect = DIALECT

@@ -6,11 +6,11 @@ import psycopg
 
 from store.backend import MemoryRow
 from store.scope import Scope
+from store.sql.tokens import TokenReads, TokenWrites
 
 from .entities import EntityReads, EntityWrites
 from .memories import MemoryReads, MemoryWrites
 from .signals import SignalReads
-from .tokens import TokenReads, TokenWrites
 
 
 class PostgresSnapshot(MemoryReads, EntityReads, SignalReads, TokenReads):

@@ -32,6 +32,7 @@ from store.filters import Filter
 from store.ranking import relevance, scoring
 from store.records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit
 from store.scope import Scope
+from store.sql.dialect import is_expired
 
 
 @dataclass(frozen=True)
@@ -325,11 +326,6 @@ def longer_names(similar: dict[int, tuple[str, float]], name: str) -> list[int]:
 
 
 # --- 3 and 4. fuse and assemble -----------------------------------------------------------
-
-
-def is_expired(expiration_date: str | None, on: str) -> bool:
-    """A memory expires after its expiration day."""
-    return expiration_date is not None and expiration_date < on
 
 
 def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, explain: bool) -> Explanation:

@@ -7,26 +7,22 @@ import numpy as np
 
 from store.backend import MemoryRow
 from store.scope import Scope
+from store.sql import entities as shared
 from store.sql.text import memory_columns
 
-from .sql import EXACT_SCOPE_SQL, Statements, marks, memory_row, scope_sql, vector_blob
+from .sql import DIALECT, Statements, vector_blob
 
 ORPHANS_PER_DELETE = 500
 """Entity ids per ``IN (…)`` delete, well under SQLite's bound-parameter limit."""
 
 
-class EntityReads(Statements):
+class EntityReads(shared.EntityReads, Statements):
     """Entities as linking and the entity views read them."""
-
-    def find_entity_exact(self, scope: Scope, normalized: str) -> int | None:
-        row = self.conn.execute(
-            f"SELECT id FROM entities WHERE {EXACT_SCOPE_SQL} AND normalized = ?", (*scope.values(), normalized)
-        ).fetchone()
-        return row[0] if row else None
 
     def nearest_entity(self, scope: Scope, embedding: np.ndarray) -> tuple[int, float] | None:
         row = self.conn.execute(
-            f"SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = 1 AND {EXACT_SCOPE_SQL}",
+            "SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = 1 "
+            f"AND {DIALECT.exact_scope_sql()}",
             (vector_blob(embedding), *scope.values()),
         ).fetchone()
         return (row[0], row[1]) if row else None
@@ -43,13 +39,13 @@ class EntityReads(Statements):
 
     def memories_with_entity(self, normalized: str, scope: Scope, limit: int) -> list[MemoryRow]:
         """An entity row belongs to its memories' exact scope, so one name may be several rows."""
-        where, params = scope_sql(scope, "m")
+        where, params = DIALECT.scope_sql(scope, "m")
         sql = (
             f"SELECT {memory_columns('m')} FROM entities e "
             "JOIN memory_entities l ON l.entity_id = e.id JOIN memories m ON m.rowid = l.memory_rowid "
             f"WHERE e.normalized = ? AND {where} ORDER BY m.created_at DESC, m.rowid DESC LIMIT ?"
         )
-        return [memory_row(row) for row in self.conn.execute(sql, (normalized, *params, limit))]
+        return [DIALECT.memory_row(row) for row in self.conn.execute(sql, (normalized, *params, limit))]
 
 
 class EntityWrites(Statements):
@@ -101,5 +97,6 @@ class EntityWrites(Statements):
         ]
         for lo in range(0, len(orphans), ORPHANS_PER_DELETE):
             chunk = orphans[lo : lo + ORPHANS_PER_DELETE]
-            self.conn.execute(f"DELETE FROM entity_vectors WHERE entity_id IN ({marks(chunk)})", chunk)
-            self.conn.execute(f"DELETE FROM entities WHERE id IN ({marks(chunk)})", chunk)
+            for table, column in (("entity_vectors", "entity_id"), ("entities", "id")):
+                among, params = DIALECT.in_sql(column, chunk)
+                self.conn.execute(f"DELETE FROM {table} WHERE {among}", params)

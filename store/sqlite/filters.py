@@ -30,36 +30,14 @@ How the neutral semantics are met here:
 from __future__ import annotations
 
 import json
-import re
-from typing import Any
 
-from store.filters import (
-    All,
-    AnyOf,
-    Boolean,
-    Compare,
-    Contains,
-    Equals,
-    Exists,
-    Filter,
-    IsNull,
-    Not,
-    Null,
-    Number,
-    OneOf,
-    Text,
-    TimeCompare,
-    Value,
-)
+from store.filters import Boolean, Null, Number, Text, Value
+from store.sql.dialect import Sql
+from store.sql.filter_compiler import SYMBOLS, FilterCompiler
 
 __all__ = ["filter_sql"]
 
-Sql = tuple[str, list[Any]]
-"""A SQL fragment and its parameters, in the order of its ``?`` placeholders."""
-
-_ALIAS_RE = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*)?")
 _JE = "_tm_je"  # alias for json_each rows; unlikely to clash with the engine's names
-_SYMBOLS = {"eq": "=", "ne": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _JSON_TYPES = {Text: ("text",), Number: ("integer", "real")}
 """The ``json_type`` names a text or number value compares with."""
 
@@ -80,58 +58,28 @@ def _flag(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _join(parts: list[Sql], op: str) -> Sql:
-    if not parts:
-        return "1", []
-    if len(parts) == 1:
-        return parts[0]
-    params: list[Any] = []
-    for _, p in parts:
-        params.extend(p)
-    return "(" + f" {op} ".join(sql for sql, _ in parts) + ")", params
+class _SQLiteFilters(FilterCompiler):
+    """The atoms over JSON1; each is 0 or 1, never NULL."""
 
-
-def _not(part: Sql) -> Sql:
-    return f"(NOT {part[0]})", part[1]
-
-
-class _Compiler:
-    """Builds SQL fragments over one table alias; each atom is two-valued (0 or 1, never NULL)."""
+    TRUE = "1"
 
     def __init__(self, alias: str) -> None:
-        self.alias = alias
-        self.col = self._column("metadata")
+        super().__init__(alias)
+        self.col = self.column("metadata")
 
-    def _column(self, name: str) -> str:
-        return f"{self.alias}.{name}" if self.alias else name
+    def is_null(self, key: str) -> Sql:
+        return self._null(_json_path(key))
 
-    def compile(self, node: Filter) -> Sql:
-        match node:
-            case All(parts):
-                return _join([self.compile(part) for part in parts], "AND")
-            case AnyOf(parts):
-                return _join([self.compile(part) for part in parts], "OR")
-            case Not(part):
-                return _not(self.compile(part))
-            case IsNull(key):
-                return self._null(_json_path(key))
-            case Exists(key):
-                return f"coalesce(json_type({self.col}, ?), 'null') <> 'null'", [_json_path(key)]
-            case Equals(key, Boolean(value)):
-                return self._type_is(_json_path(key), _flag(value))
-            case Equals(key, value):
-                return self._typed_cmp(_json_path(key), value, "=")
-            case Compare(key, op, value):
-                return self._typed_cmp(_json_path(key), value, _SYMBOLS[op])
-            case OneOf(key, values):
-                return self._one_of(_json_path(key), values)
-            case Contains(key, value, ignore_case):
-                return self._contains(_json_path(key), value, ignore_case)
-            case TimeCompare(field, op, prefix):
-                return f"substr({self._column(field)}, 1, ?) {_SYMBOLS[op]} ?", [len(prefix), prefix]
-        raise AssertionError(f"not a filter node: {node!r}")
+    def exists(self, key: str) -> Sql:
+        return f"coalesce(json_type({self.col}, ?), 'null') <> 'null'", [_json_path(key)]
 
-    # ---- atoms
+    def compare(self, key: str, op: str, value: Value) -> Sql:
+        if isinstance(value, Boolean):
+            return self._type_is(_json_path(key), _flag(value.value))
+        return self._typed_cmp(_json_path(key), value, SYMBOLS[op])
+
+    def time_compare(self, field: str, op: str, prefix: str) -> Sql:
+        return f"substr({self.column(field)}, 1, ?) {SYMBOLS[op]} ?", [len(prefix), prefix]
 
     def _type_is(self, path: str, *types: str) -> Sql:
         if len(types) == 1:
@@ -146,9 +94,10 @@ class _Compiler:
     def _null(self, path: str) -> Sql:
         return f"coalesce(json_type({self.col}, ?), 'null') = 'null'", [path]
 
-    def _one_of(self, path: str, values: tuple[Value, ...]) -> Sql:
+    def one_of(self, key: str, values: tuple[Value, ...]) -> Sql:
         """Texts and numbers each as one JSON list searched with ``json_each``, then each boolean
         and null: the same parts, in the same order, whatever the order of ``values``."""
+        path = _json_path(key)
         parts: list[Sql] = []
         for kind in (Text, Number):
             group = [v.value for v in values if isinstance(v, kind)]
@@ -163,9 +112,10 @@ class _Compiler:
                 parts.append(self._type_is(path, _flag(flag)))
         if Null() in values:
             parts.append(self._null(path))
-        return _join(parts, "OR")
+        return self.join(parts, "OR")
 
-    def _contains(self, path: str, value: Text | Number | Boolean, ignore_case: bool) -> Sql:
+    def contains(self, key: str, value: Text | Number | Boolean, ignore_case: bool) -> Sql:
+        path = _json_path(key)
         arr_guard, ap = self._type_is(path, "array")
         each = f"json_each({self.col}, ?) AS {_JE}"
         if isinstance(value, Boolean):
@@ -184,23 +134,7 @@ class _Compiler:
             sub = f"({text_guard} AND instr(lower(json_extract({self.col}, ?)), lower(?)) > 0)"
         else:
             sub = f"({text_guard} AND instr(json_extract({self.col}, ?), ?) > 0)"
-        return _join([(sub, [*tp, path, value.value]), member], "OR")
+        return self.join([(sub, [*tp, path, value.value]), member], "OR")
 
 
-def filter_sql(parsed: Filter | None, alias: str = "m") -> Sql:
-    """Return ``(sql_expression, params)`` for a parsed metadata filter.
-
-    ``sql_expression`` is a boolean SQL expression over the columns of table ``alias``
-    (``metadata``, ``created_at``, ``updated_at``; ``alias=""`` names them bare) using
-    positional ``?`` placeholders; ``params`` lists their values in order (JSON paths,
-    compared values, JSON-encoded ``in`` lists). It evaluates to 0 or 1 for every row
-    (never NULL), so it can be negated or combined freely. ``None`` gives ``("1", [])``.
-
-    ``alias`` is a trusted identifier chosen by the engine.
-    """
-    if not isinstance(alias, str) or not _ALIAS_RE.fullmatch(alias):
-        raise AssertionError(f"alias must be a plain identifier or empty, got {alias!r}")
-    if parsed is None:
-        return "1", []
-    sql, params = _Compiler(alias).compile(parsed)
-    return sql, list(params)
+filter_sql = _SQLiteFilters.filter_sql

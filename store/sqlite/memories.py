@@ -6,7 +6,6 @@ statistics follow it by trigger, and its postings and links go with it by cascad
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -14,13 +13,13 @@ import numpy as np
 
 from store.backend import DeletedMemory, IdCandidate, IdSource, MemoryRow, NewMemory
 from store.filters import Filter
-from store.records import HistoryEvent
 from store.scope import Scope
+from store.sql import memories as shared
 from store.sql.keywords import term_frequencies
-from store.sql.text import DEGRADED_MEMORIES_SQL, memory_columns
+from store.sql.text import memory_columns
 
 from .keywords import post_terms
-from .sql import EXACT_SCOPE_SQL, Statements, live_sql, marks, memory_row, scope_sql, vector_blob
+from .sql import DIALECT, Statements, vector_blob
 
 _CANDIDATES_SQL = {
     "memories": "SELECT id, text, count(*) OVER () FROM memories WHERE substr(id, 1, ?) = ? AND {where} "
@@ -35,39 +34,15 @@ TABLES_COUNTED = (
 )
 
 
-def _json(value: dict[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False)
-
-
-class MemoryReads(Statements):
+class MemoryReads(shared.MemoryReads, Statements):
     """Memory rows, history and counts as a snapshot reads them."""
-
-    def get_memory(self, memory_id: str, scope: Scope) -> MemoryRow | None:
-        where, params = scope_sql(scope)
-        row = self.conn.execute(
-            f"SELECT {memory_columns()} FROM memories WHERE id = ? AND {where}", (memory_id, *params)
-        ).fetchone()
-        return memory_row(row) if row else None
-
-    def find_by_hash(self, scope: Scope, text_hash: str) -> MemoryRow | None:
-        row = self.conn.execute(
-            f"SELECT {memory_columns()} FROM memories WHERE {EXACT_SCOPE_SQL} AND hash = ?",
-            (*scope.values(), text_hash),
-        ).fetchone()
-        return memory_row(row) if row else None
-
-    def id_taken(self, memory_id: str, *, by_history: bool = True) -> bool:
-        sql = "SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?)"
-        if by_history:
-            sql += " OR EXISTS (SELECT 1 FROM history WHERE memory_id = ?)"
-        return self.conn.execute(sql, (memory_id,) * (1 + by_history)).fetchone()[0] == 1
 
     def ids_with_prefix(
         self, source: IdSource, prefix: str, scope: Scope, limit: int
     ) -> tuple[list[IdCandidate], int]:
         """``substr`` compares literally, unlike ``LIKE`` or ``GLOB``, for which ``%``, ``_`` or
         ``*`` in the prefix would be wildcards."""
-        where, params = scope_sql(scope)
+        where, params = DIALECT.scope_sql(scope)
         rows = self.conn.execute(
             _CANDIDATES_SQL[source].format(where=where), (len(prefix), prefix, *params, limit)
         ).fetchall()
@@ -76,41 +51,13 @@ class MemoryReads(Statements):
     def memories_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, MemoryRow]:
         if not rowids:
             return {}
-        rows = self.conn.execute(
-            f"SELECT {memory_columns()} FROM memories WHERE rowid IN ({marks(rowids)})", tuple(rowids)
-        )
-        return {row[0]: memory_row(row) for row in rows}
-
-    def list_memories(
-        self, scope: Scope, filters: Filter | None, on: str | None, limit: int, offset: int
-    ) -> list[MemoryRow]:
-        where, params = scope_sql(scope, "m")
-        live, live_params = live_sql(filters, on)
-        sql = (
-            f"SELECT {memory_columns('m')} FROM memories m WHERE {where} AND ({live}) "
-            "ORDER BY m.created_at DESC, m.rowid DESC LIMIT ? OFFSET ?"
-        )
-        return [memory_row(row) for row in self.conn.execute(sql, (*params, *live_params, limit, offset))]
-
-    def scope_rowids(self, scope: Scope) -> list[int]:
-        where, params = scope_sql(scope)
-        return [row[0] for row in self.conn.execute(f"SELECT rowid FROM memories WHERE {where}", params)]
-
-    def history(self, memory_id: str, scope: Scope) -> list[HistoryEvent]:
-        where, params = scope_sql(scope)
-        rows = self.conn.execute(
-            "SELECT memory_id, event, old_text, new_text, old_metadata, new_metadata, created_at "
-            f"FROM history WHERE memory_id = ? AND {where} ORDER BY id",
-            (memory_id, *params),
-        )
-        return [
-            HistoryEvent(*row[:4], *(None if value is None else json.loads(value) for value in row[4:6]), row[6])
-            for row in rows
-        ]
+        keys, params = DIALECT.in_sql("rowid", rowids)
+        rows = self.conn.execute(f"SELECT {memory_columns()} FROM memories WHERE {keys}", params)
+        return {row[0]: DIALECT.memory_row(row) for row in rows}
 
     def last_deletion(self, memory_id: str, scope: Scope) -> DeletedMemory | str | None:
         """The creation time is the first event's."""
-        where, params = scope_sql(scope)
+        where, params = DIALECT.scope_sql(scope)
         last = self.conn.execute(
             "SELECT event, old_text, old_metadata, user_id, agent_id, run_id FROM history "
             f"WHERE memory_id = ? AND {where} ORDER BY id DESC LIMIT 1",
@@ -124,26 +71,10 @@ class MemoryReads(Statements):
         created_at = self.conn.execute(
             "SELECT created_at FROM history WHERE memory_id = ? ORDER BY id LIMIT 1", (memory_id,)
         ).fetchone()[0]
-        return DeletedMemory(memory_id, text, json.loads(metadata or "{}"), Scope(*own_scope), created_at)
-
-    def scope_counts(self, on: str) -> list[tuple[Scope, int, int]]:
-        rows = self.conn.execute(
-            "SELECT user_id, agent_id, run_id, count(*), "
-            "coalesce(sum(expiration_date IS NOT NULL AND expiration_date < ?), 0) "
-            "FROM memories GROUP BY user_id, agent_id, run_id ORDER BY user_id, agent_id, run_id",
-            (on,),
-        )
-        return [(Scope(user, agent, run), count, expired) for user, agent, run, count, expired in rows]
+        return DeletedMemory(memory_id, text, DIALECT.json_value(metadata) or {}, Scope(*own_scope), created_at)
 
     def counts(self) -> dict[str, int]:
         return {table: self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in TABLES_COUNTED}
-
-    def _export_where(self, scope: Scope, filters: Filter | None) -> tuple[str, list[Any]]:
-        """Which memories an export takes (over alias ``m``): the scope's that pass the filters,
-        expired ones too."""
-        where, params = scope_sql(scope, "m")
-        fsql, fparams = live_sql(filters, None)
-        return f"{where} AND ({fsql})", [*params, *fparams]
 
     def export_counts(self, scope: Scope, filters: Filter | None) -> tuple[int, int]:
         where, params = self._export_where(scope, filters)
@@ -159,17 +90,11 @@ class MemoryReads(Statements):
         where, params = self._export_where(scope, filters)
         for row in self.conn.execute(f"SELECT {memory_columns('m')} FROM memories m WHERE {where} ORDER BY m.rowid",
                                      params):
-            yield memory_row(row)
-
-    def analysis_version(self) -> int:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'analysis_version'").fetchone()
-        return int(row[0]) if row else 1
-
-    def degraded_memories(self) -> list[MemoryRow]:
-        return [memory_row(row) for row in self.conn.execute(DEGRADED_MEMORIES_SQL)]
+            yield DIALECT.memory_row(row)
 
 
-class MemoryWrites(Statements):
+
+class MemoryWrites(shared.MemoryWrites, Statements):
     """Memory rows, their vectors, postings and history as a transaction writes them."""
 
     def insert_memory(self, memory: NewMemory) -> int:
@@ -183,8 +108,8 @@ class MemoryWrites(Statements):
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rowid, memory.id, memory.text, memory.text_lemmatized, frequencies.total(), memory.hash,
-                *memory.scope.values(), memory.actor_id, memory.role, _json(memory.metadata), memory.created_at,
-                memory.updated_at, memory.expiration_date, memory.analysis_degraded,
+                *memory.scope.values(), memory.actor_id, memory.role, DIALECT.json_param(memory.metadata),
+                memory.created_at, memory.updated_at, memory.expiration_date, memory.analysis_degraded,
             ),
         )
         rowid = self.conn.last_insert_rowid()
@@ -220,20 +145,12 @@ class MemoryWrites(Statements):
                           (text_lemmatized, frequencies.total(), rowid))
         post_terms(self.conn, rowid, frequencies)
 
-    def set_analysis_version(self, version: int) -> None:
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('analysis_version', ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (str(version),),
-        )
-
     def set_analysis_degraded(self, rowid: int, scope: Scope, degraded: bool) -> None:
         self.conn.execute("UPDATE memories SET analysis_degraded = ? WHERE rowid = ?", (degraded, rowid))
 
     def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:
-        self.conn.execute(
-            "UPDATE memories SET metadata = ?, updated_at = ? WHERE rowid = ?", (_json(metadata), updated_at, rowid)
-        )
+        self.conn.execute("UPDATE memories SET metadata = ?, updated_at = ? WHERE rowid = ?",
+                          (DIALECT.json_param(metadata), updated_at, rowid))
 
     def set_expiration(self, rowid: int, scope: Scope, expiration_date: str | None, updated_at: str) -> None:
         self.conn.execute(
@@ -247,14 +164,3 @@ class MemoryWrites(Statements):
         deleted row made ``delete_all`` O(rows × entities)."""
         self.delete_memory_vector(rowid)
         self.conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
-
-    def add_history(self, memory_id: str, scope: Scope, event: HistoryEvent) -> None:
-        """Filed with the scope, so history stays scoped after a delete."""
-        self.conn.execute(
-            "INSERT INTO history(memory_id, event, old_text, new_text, old_metadata, new_metadata, "
-            "user_id, agent_id, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                memory_id, event.event, event.old_text, event.new_text, _json(event.old_metadata),
-                _json(event.new_metadata), *scope.values(), event.created_at,
-            ),
-        )

@@ -13,7 +13,7 @@ from store.backend import MemoryRow
 from store.sql.text import DEGRADED_COUNT_SQL, memory_columns
 
 from .keywords import USERS_SQL
-from .sql import marks, memory_row
+from .sql import DIALECT
 
 _SCOPE_DIFFERS = "{a}.user_id IS NOT {b}.user_id OR {a}.agent_id IS NOT {b}.agent_id OR {a}.run_id IS NOT {b}.run_id"
 
@@ -118,7 +118,7 @@ def probe(conn: apsw.Connection, name: str) -> list[tuple[Any, ...]]:
 def memories_without_links(conn: apsw.Connection) -> list[MemoryRow]:
     """Memories linked to no entity (most have none to link; a check or repair re-reads them)."""
     return [
-        memory_row(row)
+        DIALECT.memory_row(row)
         for row in conn.execute(
             f"SELECT {memory_columns()} FROM memories WHERE rowid NOT IN (SELECT memory_rowid FROM memory_entities)"
         )
@@ -129,6 +129,6 @@ def entity_names(conn: apsw.Connection, entity_ids: Sequence[int]) -> dict[int, 
     """Normalised text of entities by id (what their vectors embed)."""
     if not entity_ids:
         return {}
-    return dict(conn.execute(f"SELECT id, normalized FROM entities WHERE id IN ({marks(entity_ids)})",
-                             tuple(entity_ids)))
+    among, params = DIALECT.in_sql("id", entity_ids)
+    return dict(conn.execute(f"SELECT id, normalized FROM entities WHERE {among}", params))
 

@@ -14,8 +14,10 @@ import apsw
 
 from store.errors import DiskFull, SchemaMismatch
 from store.sql.keywords import term_frequencies
+from store.sql.migrations import Migrations
 
 from .connection import connect, no_database_error, read_transaction, remove_database_files, write_transaction
+from .sql import DIALECT
 
 
 def vector_tables_sql(dimension: int, prefix: str = "") -> str:
@@ -250,19 +252,22 @@ def _schema_state(conn: apsw.Connection) -> tuple[int, dict[str, str]]:
     return version, stored
 
 
-def _check_meta(stored: dict[str, str], model_name: str, dimension: int) -> None:
-    """Refuse vectors from another model: they live in another space, so distances mean nothing."""
-    if stored["embedding_model"] == model_name and int(stored["embedding_dimension"]) == dimension:
-        return
-    recorded, size = stored["embedding_model"], stored["embedding_dimension"]
-    sizes = "" if int(size) == dimension else f" ({size}-dimensional vectors, the configured model makes {dimension})"
-    raise SchemaMismatch(
+def _model_mismatch(recorded: str, sizes: str, model_name: str) -> str:
+    """Another model's vectors: re-embed with the configured one, or configure the recorded one."""
+    return (
         f"this database was built with the embedding model '{recorded}'{sizes}, but the configured model is "
         f"'{model_name}'; their vectors cannot be compared, even at the same size. Run "
         f"`trimem reembed --model {shlex.quote(model_name)}` to re-embed every memory with it (the old index "
         f"stays in use until that completes), or configure '{recorded}' again (store.embedding_model, "
         "TRIMEM_EMBEDDING_MODEL) or use another database file"
     )
+
+
+_MIGRATIONS = Migrations(
+    MIGRATIONS, DIALECT, "this database", state=_schema_state, reading=read_transaction, locked=write_transaction,
+    missing=lambda conn: no_database_error(conn.db_filename("main")), model_mismatch=_model_mismatch,
+)
+"""SQLite's migrations run under its write transaction (``BEGIN IMMEDIATE``): one process migrates."""
 
 
 def require_model(conn: apsw.Connection, model_name: str, dimension: int) -> None:
@@ -281,43 +286,11 @@ def require_model(conn: apsw.Connection, model_name: str, dimension: int) -> Non
 def ensure_schema(
     conn: apsw.Connection, model_name: str, dimension: int, *, check_model: bool = True, create: bool = True
 ) -> None:
-    """Create or upgrade the schema, and refuse a database built for another embedding model.
-
-    The ``meta`` rows record the model's name and dimension when the file is created;
-    opening it with any other model (even one of the same size) stops with a message,
-    unless ``check_model`` is false (only to re-embed it with that model).
-    A current schema is only read, so read-only files open (``connect`` has already
-    refused another application's SQLite file). Without ``create`` a file holding no
-    schema yet is refused as no database (``no_database_error``), and none is written.
-    """
-    with read_transaction(conn):
-        version, stored = _schema_state(conn)
-    if version == 0 and not create:
-        raise no_database_error(conn.db_filename("main"))
-    if version == SCHEMA_VERSION and stored:
-        if check_model:
-            _check_meta(stored, model_name, dimension)
-        return
-    with write_transaction(conn):
-        version, stored = _schema_state(conn)  # again under the lock: another process may have begun
-        if version > SCHEMA_VERSION:
-            raise SchemaMismatch(
-                f"this database has schema version {version}, newer than this trimem "
-                f"understands ({SCHEMA_VERSION}); upgrade trimem"
-            )
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        for number in range(version, SCHEMA_VERSION):
-            MIGRATIONS[number](conn, dimension)
-        if version < SCHEMA_VERSION:
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
-        if not stored:
-            conn.execute(
-                "INSERT INTO meta(key, value) VALUES ('embedding_model', ?), ('embedding_dimension', ?)",
-                (model_name, str(dimension)),
-            )
-        elif check_model:
-            _check_meta(stored, model_name, dimension)
+    """Create or upgrade the schema, and refuse a database built for another embedding model
+    (``store.sql.migrations``). The ``meta`` rows record the model's name and dimension when the
+    file is created. ``connect`` has already refused another application's SQLite file; without
+    ``create`` a file holding no schema yet is refused as no database (``no_database_error``)."""
+    _MIGRATIONS.ensure(conn, model_name, dimension, check_model=check_model, create=create)
 
 
 def open_database(

@@ -8,28 +8,28 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from store.backend import keys_around, neighbours
 from store.filters import Filter
 from store.scope import Scope
+from store.sql import signals as shared
 from store.sql.keywords import query_terms
 
 from .keywords import BM25_SQL, users_sql
-from .sql import Statements, live_sql, marks, scope_sql, vector_blob
+from .sql import DIALECT, Statements, vector_blob
 
 KNN_LIMIT = 4096
 """sqlite-vec refuses k above 4096."""
 
 
-class SignalReads(Statements):
+class SignalReads(shared.SignalReads, Statements):
     """What retrieval reads to rank memories."""
 
     def count_expired(self, scope: Scope, on: str) -> int:
         """Memories within the scope that expired before ``on`` (the partial expiry index finds them)."""
         # Unary + keeps the planner on the partial expiry index (the dated memories only):
         # through the scope index it would walk the whole scope (200 ms at 100,000 memories).
-        where, params = scope_sql(scope, "+m")
+        where, params = DIALECT.scope_sql(scope, "+m")
         return self.conn.execute(
-            f"SELECT count(*) FROM memories m WHERE m.expiration_date < ? AND {where}", (on, *params)
+            f"SELECT count(*) FROM memories m WHERE {DIALECT.expired_sql()} AND {where}", (on, *params)
         ).fetchone()[0]
 
     def knn_memories(
@@ -44,18 +44,18 @@ class SignalReads(Statements):
         limit = min(limit, KNN_LIMIT)
         expired = self.count_expired(scope, on) if on is not None else 0
         if filters is None and limit + expired <= KNN_LIMIT:
-            where, params = scope_sql(scope)
+            where, params = DIALECT.scope_sql(scope)
             knn = f"SELECT memory_rowid, distance FROM memory_vectors WHERE embedding MATCH ? AND k = ? AND {where}"
             if not expired:
                 return self.conn.execute(knn, (blob, limit, *params)).fetchall()
             return self.conn.execute(
                 f"SELECT knn.memory_rowid, knn.distance FROM ({knn}) knn "
                 "JOIN memories m ON m.rowid = knn.memory_rowid "
-                "WHERE m.expiration_date IS NULL OR m.expiration_date >= ? ORDER BY knn.distance LIMIT ?",
+                f"WHERE NOT {DIALECT.expired_sql()} ORDER BY knn.distance LIMIT ?",
                 (blob, limit + expired, *params, on, limit),
             ).fetchall()
-        live, live_params = live_sql(filters, on)
-        where, params = scope_sql(scope, "m")
+        live, live_params = DIALECT.live_sql(filters, on)
+        where, params = DIALECT.scope_sql(scope, "m")
         return self.conn.execute(
             "SELECT m.rowid, vec_distance_cosine(v.embedding, ?) AS distance FROM memories m "
             f"JOIN memory_vectors v ON v.memory_rowid = m.rowid WHERE {where} AND ({live}) "
@@ -68,10 +68,11 @@ class SignalReads(Statements):
             return []
         # Driven from memories, vec0 gets one rowid lookup per memory; ``memory_rowid IN (…)``
         # on vec0 itself scans its chunks and takes about twice as long at 10,000 memories.
+        keys, params = DIALECT.in_sql("m.rowid", rowids)
         return self.conn.execute(
             "SELECT v.memory_rowid, vec_distance_cosine(v.embedding, ?) FROM memories m "
-            f"JOIN memory_vectors v ON v.memory_rowid = m.rowid WHERE m.rowid IN ({marks(rowids)})",
-            (vector_blob(embedding), *rowids),
+            f"JOIN memory_vectors v ON v.memory_rowid = m.rowid WHERE {keys}",
+            (vector_blob(embedding), *params),
         ).fetchall()
 
     def bm25_memories(
@@ -82,8 +83,8 @@ class SignalReads(Statements):
         if not terms:
             return []
         users, postings, user_params = users_sql(scope.user_id)
-        where, params = scope_sql(scope, "m")
-        live, live_params = live_sql(filters, on)
+        where, params = DIALECT.scope_sql(scope, "m")
+        live, live_params = DIALECT.live_sql(filters, on)
         sql = BM25_SQL.format(users=users, postings=postings, scope=where, live=live)
         folded = json.dumps(query_terms(terms), ensure_ascii=False)
         return self.conn.execute(
@@ -91,15 +92,15 @@ class SignalReads(Statements):
         ).fetchall()
 
     def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
-        where, params = scope_sql(scope)
+        where, params = DIALECT.scope_sql(scope)
         hits = self.conn.execute(
             f"SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = ? AND {where}",
             (vector_blob(embedding), min(limit, KNN_LIMIT), *params),
         ).fetchall()
         if not hits:
             return []
-        ids = [hit[0] for hit in hits]
-        texts = dict(self.conn.execute(f"SELECT id, text FROM entities WHERE id IN ({marks(ids)})", ids).fetchall())
+        among, among_params = DIALECT.in_sql("id", [hit[0] for hit in hits])
+        texts = dict(self.conn.execute(f"SELECT id, text FROM entities WHERE {among}", among_params).fetchall())
         return [(entity_id, texts[entity_id], distance) for entity_id, distance in hits]
 
     def entity_links(
@@ -112,64 +113,35 @@ class SignalReads(Statements):
         thousands of memories, of which only the candidates can be ranked."""
         if not entity_ids:
             return {}, [], False
-        ids = marks(entity_ids)
+        ids, id_params = DIALECT.in_sql("l.entity_id", entity_ids)
         linked = dict(
             self.conn.execute(
-                f"SELECT entity_id, count(*) FROM memory_entities WHERE entity_id IN ({ids}) GROUP BY entity_id",
-                tuple(entity_ids),
+                f"SELECT entity_id, count(*) FROM memory_entities l WHERE {ids} GROUP BY entity_id", id_params
             ).fetchall()
         )
-        live, live_params = live_sql(filters, on)
+        live, live_params = DIALECT.live_sql(filters, on)
         among, among_params = "", []
         if memory_rowids is not None:
-            among, among_params = f" AND l.memory_rowid IN ({marks(memory_rowids)})", list(memory_rowids)
+            among, among_params = DIALECT.in_sql("l.memory_rowid", memory_rowids)
+            among = f" AND {among}"
         joined = (
             "FROM memory_entities l JOIN memories m ON m.rowid = l.memory_rowid "
-            f"WHERE l.entity_id IN ({ids}) AND ({live})"
+            f"WHERE {ids} AND ({live})"
         )
         links = self.conn.execute(
-            f"SELECT l.entity_id, l.memory_rowid {joined}{among}", (*entity_ids, *live_params, *among_params)
+            f"SELECT l.entity_id, l.memory_rowid {joined}{among}", (*id_params, *live_params, *among_params)
         ).fetchall()
         exists = bool(links) or (
             memory_rowids is not None
-            and self.conn.execute(f"SELECT EXISTS (SELECT 1 {joined})", (*entity_ids, *live_params)).fetchone()[0] == 1
+            and self.conn.execute(f"SELECT EXISTS (SELECT 1 {joined})", (*id_params, *live_params)).fetchone()[0] == 1
         )
         return linked, links, exists
 
-    def scope_count(self, scope: Scope) -> int:
-        where, params = scope_sql(scope)
-        return self.conn.execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0]
-
-    def adjacent_memories(
-        self, rowids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
-        within_seconds: float = 0, reach: int = 1,
-    ) -> dict[int, list[int]]:
-        """The turns around each memory when a conversation is added in order. A key taken by
-        another scope, or deleted, is no neighbour."""
-        if not rowids:
-            return {}
-        around = keys_around(rowids, reach)
-        # Unary + keeps the planner on the rowid lookups: through the scope index it would
-        # walk the whole scope (5 ms instead of 0.2 at 10,000 memories).
-        where, params = scope_sql(scope, "+m")
-        live, live_params = live_sql(filters, on)
-        stored = dict(
-            self.conn.execute(
-                f"SELECT m.rowid, m.created_at FROM memories m WHERE m.rowid IN ({marks(around)}) AND {where} AND ({live})",
-                (*around, *params, *live_params),
-            )
-        )
-        return neighbours(rowids, stored, within_seconds, reach)
-
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
-        """Trailing whitespace aside: a turn that asks."""
+        """The turns that ask (``Dialect.asks_sql``)."""
         if not rowids:
             return set()
-        return {
-            row[0]
-            for row in self.conn.execute(
-                f"SELECT rowid FROM memories WHERE rowid IN ({marks(rowids)}) "
-                "AND rtrim(text, ' ' || char(9, 10, 13)) LIKE '%?'",
-                list(rowids),
-            )
-        }
+        keys, params = DIALECT.in_sql("rowid", rowids)
+        asks, asks_params = DIALECT.asks_sql("text")
+        return {row[0] for row in self.conn.execute(f"SELECT rowid FROM memories WHERE {keys} AND {asks}",
+                                                    (*params, *asks_params))}

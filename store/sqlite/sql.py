@@ -1,5 +1,4 @@
-"""What every statement module of the SQLite backend shares: the memory row's decoding, the
-scope and live-memory conditions, and the vector layout.
+"""What every statement module of the SQLite backend shares: its ``Dialect`` and the vector layout.
 
 Values are always bound parameters; the only text spliced into SQL is identifiers chosen in
 this package and filter SQL from ``store.sqlite.filters``, which binds its values too.
@@ -8,24 +7,30 @@ this package and filter SQL from ``store.sqlite.filters``, which binds its value
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
-import apsw
 import numpy as np
 
-from store.backend import MemoryRow
-from store.filters import Filter
-from store.scope import Scope
-from store.sql.text import exact_scope_condition, live_condition, scope_condition
+from store.sql import statements
+from store.sql.dialect import Dialect
 
 from .filters import filter_sql
 
 
-def memory_row(values: Sequence[Any]) -> MemoryRow:
-    """A ``MemoryRow`` from the values of ``memory_columns``, its metadata decoded."""
-    *head, metadata, created_at, updated_at, expiration = values
-    return MemoryRow(*head, json.loads(metadata), created_at, updated_at, expiration)
+def _json_param(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def _json_value(value: str | None) -> dict[str, Any] | None:
+    return None if value is None else json.loads(value)
+
+
+DIALECT = Dialect(
+    placeholder="?", binds_arrays=False, index_off="+", filter_sql=filter_sql,
+    json_param=_json_param, json_value=_json_value,
+)
+"""SQLite's SQL: ``?``, one placeholder per listed value, JSON as text, and the unary ``+`` that
+keeps the planner on the lookup a statement means (through the scope index it walks the scope)."""
 
 
 def vector_blob(vector: np.ndarray) -> bytes:
@@ -33,27 +38,7 @@ def vector_blob(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
-def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[str]]:
-    """A scope read as *within* (``store.sql.text.scope_condition``)."""
-    return scope_condition(scope, "?", alias)
-
-
-EXACT_SCOPE_SQL = exact_scope_condition("?")
-"""A scope read as *exact* (bound to ``Scope.values()``): where one memory or entity is filed."""
-
-
-def live_sql(filters: Filter | None, on: str | None, alias: str = "m") -> tuple[str, list[Any]]:
-    """The metadata filter over ``alias`` and, when ``on`` is a day, "not expired before it"."""
-    return live_condition(filter_sql(filters, alias), on, "?", alias)
-
-
-def marks(values: Sequence[Any]) -> str:
-    """One ``?`` per value, for ``IN (…)``."""
-    return ",".join("?" * len(values))
-
-
-class Statements:
+class Statements(statements.Statements):
     """A connection inside a read or write transaction, which the statement mixins query."""
 
-    def __init__(self, conn: apsw.Connection) -> None:
-        self.conn = conn
+    dialect = DIALECT

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from store.sql.tokens import TokenReads, TokenWrites
+
 from .entities import EntityReads, EntityWrites
 from .memories import MemoryReads, MemoryWrites
 from .signals import SignalReads
-from .tokens import TokenReads, TokenWrites
 
 
 class SQLiteSnapshot(MemoryReads, EntityReads, SignalReads, TokenReads):
