@@ -98,9 +98,36 @@ def import_circle(folder: str) -> list[str]:
     return circle
 
 
-@pytest.mark.parametrize("folder", ["store", "bench"])
+@pytest.mark.parametrize("folder", ["store", "mcp_server", "bench"])
 def test_a_package_has_no_import_circle(folder: str) -> None:
     assert import_circle(folder) == []
+
+
+def test_the_engine_knows_nothing_of_its_front_ends() -> None:
+    """Imports go one way, ``mcp_server`` -> ``store``: the engine imports no front end, no MCP,
+    no command line and no web framework."""
+    fronts = {"mcp_server", "mcp", "click", "starlette", "uvicorn"}
+    reaching = {module_name(path): sorted(name for name in imports(path) if name.split(".")[0] in fronts)
+                for path in sources("store")}
+    assert {module: names for module, names in reaching.items() if names} == {}
+
+
+FRONT_ENDS = {"tools": set(), "ui": set(), "service": {"tools"}, "cli": {"tools", "service", "ui"}}
+"""Each front end of ``mcp_server`` and the front ends it stands on: the HTTP service serves the
+MCP tools, and the command line (``python -m mcp_server`` too) starts the servers and the page.
+What they share (``call_scope``, ``models``, ``replies``, ``wording``) stands on none of them."""
+
+
+def test_each_front_end_imports_only_what_it_stands_on() -> None:
+    reaching = {}
+    for path in sources("mcp_server"):
+        parts = module_name(path).split(".")
+        own = "cli" if parts == ["mcp_server", "__main__"] else parts[1] if parts[1:2] and parts[1] in FRONT_ENDS else None
+        reached = {name.split(".")[1] for name in imports(path)
+                   if name.startswith("mcp_server.") and name.split(".")[1] in FRONT_ENDS} - {own}
+        if reached - FRONT_ENDS.get(own, set()):
+            reaching[module_name(path)] = sorted(reached - FRONT_ENDS.get(own, set()))
+    assert reaching == {}
 
 
 def test_no_benchmark_touches_the_import_path() -> None:

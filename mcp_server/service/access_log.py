@@ -21,28 +21,13 @@ import logging
 import re
 from typing import Any
 
-from mcp_types import CallToolResult
-from pydantic import BaseModel
-
 log = logging.getLogger("trimem.access")
 
 TEXT_ARGUMENTS = ("query", "text")
 """The arguments that hold what users said: logged only with ``service.log_texts``."""
-COUNTED = ("results", "memories", "events")
 _PLAIN = re.compile(r"[^\s\"=\\]+")
 NONE = "-"
 """What a field that is not set shows (an unnamed agent or run, a call without a token)."""
-
-
-def result_count(output: Any) -> int:
-    """How many memories (or events) a tool's output holds."""
-    data = output.structured_content if isinstance(output, CallToolResult) else output
-    if isinstance(data, BaseModel):
-        data = data.model_dump()
-    for key in COUNTED:
-        if key in data:
-            return len(data[key])
-    return data.get("deleted_count", 1)
 
 
 def _escaped(ch: str) -> str:

@@ -3,7 +3,7 @@
 The MCP SDK does the HTTP side: its bearer backend hands every request's token to
 ``StoreTokenVerifier`` and its require-auth middleware answers 401 with
 ``WWW-Authenticate`` when the verifier knows no such token. This module decides what a
-known token may do: ``token_scope`` is applied to every tool call (``server.py``), so each
+known token may do: ``token_scope`` is applied to every tool call (``calls.py``), so each
 call acts within the token's scope, whatever tool it is.
 """
 
@@ -19,12 +19,11 @@ from mcp.server.auth.provider import AccessToken
 
 from mcp_server.call_scope import require_named
 from store.errors import InvalidArgument, shown
+from store.scope import SCOPE_KEYS
 from store.tokens import TokenInfo, token_hash
 
 if TYPE_CHECKING:
     from store.engine import Engine
-
-SCOPE_ARGUMENTS = ("user_id", "agent_id", "run_id")
 
 
 class StoreTokenVerifier:
@@ -60,7 +59,7 @@ def _claims(info: TokenInfo) -> dict[str, Any]:
     """What the rest of the request needs of the token: its name and scope for the tool calls, and
     the mark ``trimem token clear-sessions`` leaves for the session cap (``limits.SessionCap``)."""
     return {"name": info.name, "admin": info.admin, "sessions_cleared_at": info.sessions_cleared_at,
-            **{key: getattr(info, key) for key in SCOPE_ARGUMENTS}}
+            **{key: getattr(info, key) for key in SCOPE_KEYS}}
 
 
 def caller() -> dict[str, Any] | None:
@@ -77,12 +76,12 @@ def token_scope(arguments: dict[str, Any], *, must_name: bool = False) -> dict[s
     with an admin one, the arguments are the call's own. ``must_name``: the call forgets a
     whole scope, so it must name one itself (an omitted id never means "everything")."""
     if must_name:
-        require_named(*(arguments.get(key) for key in SCOPE_ARGUMENTS))
+        require_named(*(arguments.get(key) for key in SCOPE_KEYS))
     token = caller()
     if token is None or token["admin"]:
         return arguments
     scoped = dict(arguments)
-    for key in SCOPE_ARGUMENTS:
+    for key in SCOPE_KEYS:
         sent, allowed = arguments.get(key), token[key]
         if allowed is not None and sent is not None and sent != allowed:
             raise InvalidArgument(

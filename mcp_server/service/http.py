@@ -23,6 +23,7 @@ from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_server.service.calls import ServiceRules
 from mcp_server.service.limits import FailedAuthLimit, RateBudget, RateLimit, SessionCap, Throttled, refusal
 from mcp_server.tools.server import build_server
 from store.config import Config, ServiceConfig
@@ -114,7 +115,7 @@ def http_app(
     service = config.service
     auth = auth_settings(service, host, port) if tokens else None
     budget = RateBudget(service.rate_per_second, service.rate_burst)
-    server = build_server(config, open_engine, auth=auth, access_log=True, budget=budget)
+    server = build_server(config, open_engine, rules=ServiceRules(config, auth, budget))
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, transport_security=transport_security(service),
         max_request_body_size=service.max_body_bytes, session_idle_timeout=service.session_idle_seconds,

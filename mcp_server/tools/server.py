@@ -17,8 +17,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import Tool, ToolAnnotations
@@ -26,17 +24,16 @@ from mcp_types import Tool, ToolAnnotations
 from store import cancellation
 from store.config import Config
 from store.errors import TrimemError
+from store.scope import SCOPE_KEYS
 from store.versions import trimem_version
 
 if TYPE_CHECKING:
     from store.engine import Engine
 
 from mcp_server.call_scope import default_scope
-from mcp_server.service.access_log import TEXT_ARGUMENTS, record, result_count
-from mcp_server.service.auth import SCOPE_ARGUMENTS, StoreTokenVerifier, caller, token_scope
-from mcp_server.service.limits import RateBudget, token_key
 from mcp_server.tools import schemas
 from mcp_server.tools.arguments import ToolFn, configured
+from mcp_server.tools.calls import CallRules, result_count
 from mcp_server.tools.memories import (
     add_memory,
     delete_all_memories,
@@ -83,17 +80,16 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
 """Every tool with its annotations, in the order ``tools/list`` gives them."""
 
 
-def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool, budget: RateBudget | None = None,
-            per_memory: bool = False) -> Callable[..., Any]:
-    """``fn`` as the server calls it: in the calling token's scope (``auth.token_scope``), in a
-    worker thread under the configured time limit, logged (``access_log``), and with the
+def serving(fn: ToolFn, config: Config, rules: CallRules, *, must_name: bool, per_memory: bool = False
+            ) -> Callable[..., Any]:
+    """``fn`` as the server calls it: in the scope its caller may reach (``rules.scoped``), in a
+    worker thread under the configured time limit, recorded (``rules.record``), and with the
     engine's refusals as tool errors that show the engine's message.
 
-    ``per_memory``: the call costs the token's rate ``budget`` one unit per memory it returns,
-    not one per request (the request paid the first; ``limits.RateBudget``). It is charged once
-    the call has succeeded, so a refused or stopped call costs only its request, and it may run
-    the bucket into debt: the token's next requests wait until it is paid back (429 with
-    ``Retry-After``), and a call that finds it in debt already is refused with the wait.
+    ``per_memory``: the call costs its caller one unit per memory it returns, not one per request
+    (on the HTTP service, the token's rate: ``limits.RateBudget``). It is admitted only while the
+    caller may spend and charged once it has succeeded (``rules.admit``, ``rules.settle``), so a
+    refused or stopped call costs only its request.
 
     The SDK shows a ``ToolError``'s text to the model but hides other exceptions' text
     (logging them as crashes), and ``TrimemError`` messages are written for the model:
@@ -107,21 +103,19 @@ def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool, bu
     @functools.wraps(fn)
     async def call(**arguments: Any) -> Any:
         started, status, count = time.perf_counter(), "error", 0
-        token = caller()
-        access = get_access_token() if budget is not None and per_memory else None
-        scope = {key: arguments[key] for key in SCOPE_ARGUMENTS if arguments.get(key) is not None}  # as asked
+        scope = {key: arguments[key] for key in SCOPE_KEYS if arguments.get(key) is not None}  # as asked
         try:
-            arguments = token_scope(arguments, must_name=must_name)
-            scope = default_scope(config, *(arguments.get(key) for key in SCOPE_ARGUMENTS))
-            if access is not None and (wait := budget.charge(token_key(access), 0)):
-                raise ToolError(budget.refused(wait))
+            arguments = rules.scoped(arguments, must_name=must_name)
+            scope = default_scope(config, *(arguments.get(key) for key in SCOPE_KEYS))
+            if per_memory:
+                rules.admit()
             with anyio.fail_after(timeout):
                 output = await anyio.to_thread.run_sync(
                     functools.partial(stoppable, fn, arguments, anyio.get_cancelled_exc_class()), abandon_on_cancel=True
                 )
             status, count = "ok", result_count(output)
-            if access is not None:
-                budget.charge(token_key(access), count - 1)
+            if per_memory:
+                rules.settle(count)
             return output
         except TimeoutError:
             status = "timeout"
@@ -134,11 +128,7 @@ def serving(fn: ToolFn, config: Config, *, must_name: bool, access_log: bool, bu
             status = "refused"
             raise
         finally:
-            if access_log:
-                texts = {key: arguments.get(key) for key in TEXT_ARGUMENTS if key in arguments} \
-                    if config.service.log_texts else {}
-                record(fn.__name__, token and token["name"], scope, count, time.perf_counter() - started, status,
-                       texts)
+            rules.record(fn.__name__, scope, arguments, count, time.perf_counter() - started, status)
 
     return call
 
@@ -171,13 +161,12 @@ class TrimemServer(MCPServer[State]):
 
 
 def build_server(
-    config: Config, open_engine: Callable[[Config], Engine] | None = None, *, auth: AuthSettings | None = None,
-    access_log: bool = False, budget: RateBudget | None = None,
+    config: Config, open_engine: Callable[[Config], Engine] | None = None, *, rules: CallRules | None = None
 ) -> TrimemServer:
-    """The MCP server for ``config``; ``open_engine`` lets tests share loaded models. With
-    ``auth``, HTTP requests need a token of the store (``StoreTokenVerifier``) and each tool
-    call acts in its scope; ``access_log`` logs every call (``access_log.py``); ``budget`` is
-    the HTTP service's rate per token, which an add charges per memory (``serving``)."""
+    """The MCP server for ``config``; ``open_engine`` lets tests share loaded models. ``rules``
+    are what a front end adds around every call (``calls.py``): by default nothing, as over
+    stdio; the HTTP service's tokens, rate and access log (``service.calls``)."""
+    rules = rules or CallRules()
     running = Running()
     server = TrimemServer(
         "trimem",
@@ -186,12 +175,12 @@ def build_server(
         version=trimem_version(),
         log_level=config.server.log_level.upper(),
         lifespan=lifespan(config, open_engine, running),
-        auth=auth,
-        token_verifier=StoreTokenVerifier(running.engine) if auth else None,
+        auth=rules.auth,
+        token_verifier=rules.verifier(running.engine),
     )
     for fn, tool_hints in TOOLS:
-        served = serving(configured(fn, config), config, must_name=fn is delete_all_memories, access_log=access_log,
-                         budget=budget, per_memory=fn is add_memory)
+        served = serving(configured(fn, config), config, rules, must_name=fn is delete_all_memories,
+                         per_memory=fn is add_memory)
         # cleandoc: clients show the description as is, indentation included.
         server.add_tool(served, description=inspect.cleandoc(fn.__doc__ or ""), annotations=tool_hints,
                         structured_output=True)
