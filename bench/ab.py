@@ -125,7 +125,3 @@ def main(argv: list[str] | None = None) -> int:
     print("| call | timed | old | new | new ÷ old | floor (one embedding) |\n|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -681,7 +681,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_doc and not args.ideas:
         report.write_section(f"ideas{quality.run_tag(args.shape)}", section)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -244,7 +244,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             "## The HTTP service under load", f"`{report.command_line()}`", report.environment(), body,
         ]))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -117,7 +117,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"query analysis ({args.clock} clock) over {len(ms)} questions, tier {nlp.tier}: "
           f"p50 {p50:.2f} ms, p95 {p95:.2f} ms, mean {statistics.fmean(ms):.2f} ms")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

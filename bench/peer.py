@@ -131,7 +131,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(f"{NAME} installed in {VENV}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

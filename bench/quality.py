@@ -649,7 +649,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             report.write_section(f"quality{backend}{suffix}", section)
     print(f"total {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

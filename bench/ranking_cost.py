@@ -113,7 +113,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"`{report.command_line()}`\n\n{environment}\n\n{report.table(headers, rows)}\n\nBudget: ratio ≤ {BUDGET}."
           f"\n\n{report.table(everyday_headers, everyday_rows)}")
     return 0 if all(row[4] <= BUDGET for row in rows) else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -77,7 +77,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.table(["", "wall", "CPU"], rows, "lrr"))
     print(f"\n`{report.command_line()}`")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -427,7 +427,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(markdown(search, rss, cli, args.floor_ms))
     print(report.environment({"1-min load average at the start": f"{load_at_start:.1f}"}))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

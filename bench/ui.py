@@ -184,7 +184,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_doc:
         report.write_section("ui", section)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
