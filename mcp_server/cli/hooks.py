@@ -46,7 +46,7 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                           "(~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR)."),
         click.option("--settings", "settings_file", type=click.Path(dir_okay=False, path_type=Path),
                      help="This settings file instead."),
-        click.option("--server", default=DEFAULT_SERVER, show_default=True,
+        click.option("--server", metavar="NAME", default=DEFAULT_SERVER, show_default=True,
                      help="trimem's MCP server as `claude mcp list` names it."),
         click.option("--print", "show", is_flag=True, help="Print the resulting settings; write nothing."),
     )):
@@ -64,12 +64,12 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @settings_options
 def hooks_install(capture: bool, command_path: bool, project: bool, settings_file: Path | None, server: str,
                   show: bool) -> None:
-    """Add trimem's hooks to Claude Code's settings, or bring them in line with these options.
+    """Put trimem's hooks into Claude Code's settings.
 
     Before each prompt (UserPromptSubmit) and at session start (SessionStart), the relevant
     memories are added to the context in a <trimem-memories> block, and nothing when none is.
-    Other hooks and settings are kept as they are; the file as it was is kept beside it, as
-    settings.json.trimem-backup.
+    Run it again with other options to change them. Other hooks and settings are kept as they
+    are; the file as it was is kept beside it, as settings.json.trimem-backup.
     """
     path = chosen_settings(project, settings_file)
     with settings_errors():
@@ -81,7 +81,10 @@ def hooks_install(capture: bool, command_path: bool, project: bool, settings_fil
 @hooks.command("uninstall")
 @settings_options
 def hooks_uninstall(project: bool, settings_file: Path | None, server: str, show: bool) -> None:
-    """Take trimem's hooks out of Claude Code's settings, leaving everything else as it is."""
+    """Take trimem's hooks out of Claude Code's settings.
+
+    Only what install put there goes; everything else stays as it is.
+    """
     path = chosen_settings(project, settings_file)
     with settings_errors():
         current = read_settings(path)
