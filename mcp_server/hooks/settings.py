@@ -34,6 +34,8 @@ PROMPT_TIMEOUT_SECONDS = 10
 SESSION_TIMEOUT_SECONDS = 15
 """Claude Code's limit on the session hook: the command path may load the models there."""
 PROMPT_EVENT, SESSION_EVENT = "UserPromptSubmit", "SessionStart"
+EVENTS = (PROMPT_EVENT, SESSION_EVENT)
+"""The events trimem hooks, and the only ones install and uninstall touch."""
 BACKUP_SUFFIX = ".trimem-backup"
 """The file beside the settings that holds them as they were before trimem's last change."""
 
@@ -125,7 +127,7 @@ def uninstall(settings: Settings, server: str) -> tuple[Settings, list[Change]]:
     merged = copy.deepcopy(settings)
     hooks = merged.get("hooks", {})
     changes = []
-    for event in HookChoice().handlers():
+    for event in EVENTS:
         if event not in hooks:
             continue
         groups, _, removed = sweep(hooks[event], server, None)
