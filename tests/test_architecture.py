@@ -112,9 +112,11 @@ def test_the_engine_knows_nothing_of_its_front_ends() -> None:
     assert {module: names for module, names in reaching.items() if names} == {}
 
 
-FRONT_ENDS = {"tools": set(), "ui": set(), "service": {"tools"}, "cli": {"tools", "service", "ui"}}
+FRONT_ENDS = {"hooks": set(), "tools": {"hooks"}, "ui": set(), "service": {"tools"},
+              "cli": {"tools", "service", "ui", "hooks"}}
 """Each front end of ``mcp_server`` and the front ends it stands on: the HTTP service serves the
-MCP tools, and the command line (``python -m mcp_server`` too) starts the servers and the page.
+MCP tools, the command line (``python -m mcp_server`` too) starts the servers and the page, and
+Claude Code's hooks are reached through a tool and through commands.
 What they share (``call_scope``, ``models``, ``replies``, ``wording``) stands on none of them."""
 
 

@@ -1,0 +1,256 @@
+"""trimem's hooks in Claude Code's settings: which handlers are trimem's, put in and taken out.
+
+Claude Code reads hooks from a settings file's ``hooks`` key: for each event, a list of matcher
+groups, each with its list of handlers. trimem adds one handler to ``UserPromptSubmit`` (recall,
+and capture when asked, before each prompt) and one to ``SessionStart`` (recall at session
+start), each in a group of its own. It recognises its handlers by their content, the
+``recall_for_prompt`` tool on the named MCP server or a command starting with ``trimem hook ``,
+so a second install replaces them where they are and an uninstall takes out exactly them.
+Everything else in the file (other hooks, their order, other keys) is left as it was.
+
+This module knows no Click: ``mcp_server/cli/hooks.py`` reads the options and prints what changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+RECALL_TOOL = "recall_for_prompt"
+"""The MCP tool a ``UserPromptSubmit`` hook calls on the mcp_tool path."""
+HOOK_COMMAND = "trimem hook"
+"""The command path: ``trimem hook prompt`` and ``trimem hook session``."""
+DEFAULT_SERVER = "trimem"
+"""The trimem MCP server's name in ``claude mcp list`` when the user kept the default."""
+PROMPT_TIMEOUT_SECONDS = 10
+"""Claude Code's limit on the prompt hook: recall must never hold a prompt up for longer."""
+SESSION_TIMEOUT_SECONDS = 15
+"""Claude Code's limit on the session hook: the command path may load the models there."""
+PROMPT_EVENT, SESSION_EVENT = "UserPromptSubmit", "SessionStart"
+EVENTS = (PROMPT_EVENT, SESSION_EVENT)
+"""The events trimem hooks, and the only ones install and uninstall touch."""
+BACKUP_SUFFIX = ".trimem-backup"
+"""The file beside the settings that holds them as they were before trimem's last change."""
+
+Settings = dict[str, Any]
+Handler = dict[str, Any]
+
+
+class SettingsError(Exception):
+    """A settings file trimem cannot read, parse or write; the message names the file and why."""
+
+
+@dataclass(frozen=True)
+class HookChoice:
+    """What ``trimem hooks install`` was asked for."""
+
+    capture: bool = False
+    """Store each prompt as a memory (off by default: storing every prompt is the user's choice)."""
+    command: bool = False
+    """Recall before each prompt with ``trimem hook prompt`` rather than the running server's tool."""
+    server: str = DEFAULT_SERVER
+
+    def handlers(self) -> dict[str, Handler]:
+        """trimem's handler for each event it hooks, as Claude Code's settings spell it."""
+        if self.command:
+            prompt = {"type": "command", "command": f"{HOOK_COMMAND} prompt" + (" --capture" if self.capture else ""),
+                      "timeout": PROMPT_TIMEOUT_SECONDS}
+        else:
+            # Claude Code fills ${field} from the hook's input (the UserPromptSubmit payload)
+            prompt = {"type": "mcp_tool", "server": self.server, "tool": RECALL_TOOL,
+                      "input": {"prompt": "${prompt}", "cwd": "${cwd}", "session_id": "${session_id}",
+                                "capture": self.capture},
+                      "timeout": PROMPT_TIMEOUT_SECONDS}
+        # SessionStart fires while MCP servers may still be connecting: always the command path
+        session = {"type": "command", "command": f"{HOOK_COMMAND} session", "timeout": SESSION_TIMEOUT_SECONDS}
+        return {PROMPT_EVENT: prompt, SESSION_EVENT: session}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One handler trimem added, replaced (with ``handler``) or removed in one event."""
+
+    action: Literal["added", "replaced", "removed"]
+    event: str
+    handler: Handler
+
+    def __str__(self) -> str:
+        verb = "replaced trimem's hook with" if self.action == "replaced" else self.action
+        return f"{self.event}: {verb} {describe(self.handler)}"
+
+
+def describe(handler: Handler) -> str:
+    """A handler of trimem's in a few words."""
+    if handler.get("type") == "mcp_tool":
+        capture = "capturing prompts" if handler.get("input", {}).get("capture") else "no capture"
+        return f"the tool {handler.get('tool')} of MCP server {handler.get('server')!r} ({capture})"
+    return f"the command `{handler.get('command')}`"
+
+
+def is_trimem_handler(handler: Handler, server: str) -> bool:
+    """Whether a handler is one trimem installs: the recall tool on ``server``, or a ``trimem hook`` command."""
+    if handler.get("type") == "mcp_tool":
+        return handler.get("tool") == RECALL_TOOL and handler.get("server") == server
+    command = handler.get("command")
+    return handler.get("type") == "command" and isinstance(command, str) and command.startswith(f"{HOOK_COMMAND} ")
+
+
+def install(settings: Settings, choice: HookChoice) -> tuple[Settings, list[Change]]:
+    """``settings`` with trimem's handlers as ``choice`` asks, and what that changed (nothing
+    when they are there already). A handler of trimem's already in an event is replaced where it
+    is; a missing one is added at the end of the event, in a group of its own."""
+    merged = copy.deepcopy(settings)
+    hooks = merged.setdefault("hooks", {})
+    changes = []
+    for event, wanted in choice.handlers().items():
+        groups, replaced, removed = sweep(hooks.get(event, []), choice.server, wanted)
+        if replaced is None:
+            groups.append({"hooks": [wanted]})
+            changes.append(Change("added", event, wanted))
+        elif replaced != wanted:
+            changes.append(Change("replaced", event, wanted))
+        changes.extend(Change("removed", event, handler) for handler in removed)
+        hooks[event] = groups
+    return (merged, changes) if changes else (settings, [])
+
+
+def uninstall(settings: Settings, server: str) -> tuple[Settings, list[Change]]:
+    """``settings`` without trimem's handlers, and what that removed. A matcher group, an event
+    or the ``hooks`` key goes too only when removing trimem's handlers left it empty."""
+    merged = copy.deepcopy(settings)
+    hooks = merged.get("hooks", {})
+    changes = []
+    for event in EVENTS:
+        if event not in hooks:
+            continue
+        groups, _, removed = sweep(hooks[event], server, None)
+        changes.extend(Change("removed", event, handler) for handler in removed)
+        if removed and not groups:
+            del hooks[event]
+        else:
+            hooks[event] = groups
+    if changes and not hooks:
+        del merged["hooks"]
+    return (merged, changes) if changes else (settings, [])
+
+
+def sweep(groups: list[dict[str, Any]], server: str,
+          replacement: Handler | None) -> tuple[list[dict[str, Any]], Handler | None, list[Handler]]:
+    """One event's groups with trimem's first handler swapped for ``replacement`` (when given)
+    and its others taken out, in order; the handler it replaced (or None) and those it removed.
+    A group is dropped only when taking out trimem's handlers left it empty."""
+    swept, replaced, removed = [], None, []
+    for group in groups:
+        handlers = group.get("hooks", [])
+        kept = []
+        for handler in handlers:
+            if not is_trimem_handler(handler, server):
+                kept.append(handler)
+            elif replacement is not None and replaced is None:
+                replaced = handler
+                kept.append(replacement)
+            else:
+                removed.append(handler)
+        if kept != handlers:
+            if kept:
+                swept.append({**group, "hooks": kept})
+        else:
+            swept.append(group)
+    return swept, replaced, removed
+
+
+def user_settings_path(environ: Mapping[str, str]) -> Path:
+    """Claude Code's user settings: ``~/.claude/settings.json``, or in ``CLAUDE_CONFIG_DIR`` when
+    that moves Claude Code's configuration folder."""
+    folder = environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"
+    return Path(folder).expanduser() / "settings.json"
+
+
+def project_settings_path(folder: Path) -> Path:
+    """A project's shared settings, checked in with it: ``.claude/settings.json``."""
+    return folder / ".claude" / "settings.json"
+
+
+def read_settings(path: Path) -> Settings:
+    """The settings in ``path``: empty when the file is missing or blank; ``SettingsError`` when
+    it is not a JSON object or its ``hooks`` are not shaped as Claude Code reads them."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not text.strip():
+        return {}
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}): "
+                            "fix it or move it away, then run this again") from None
+    check_shape(settings, path)
+    return settings
+
+
+def check_shape(settings: Any, path: Path) -> None:
+    """Refuse settings that are not an object, or hooks not shaped as Claude Code's
+    (``{event: [{"matcher": …, "hooks": [{handler}, …]}, …]}``): trimem would not know what to keep."""
+    expect(settings, dict, "the file", path)
+    hooks = settings.get("hooks", {})
+    expect(hooks, dict, "'hooks'", path)
+    for event, groups in hooks.items():
+        expect(groups, list, f"hooks.{event}", path)
+        for i, group in enumerate(groups):
+            expect(group, dict, f"hooks.{event}[{i}]", path)
+            handlers = group.get("hooks", [])
+            expect(handlers, list, f"hooks.{event}[{i}].hooks", path)
+            for j, handler in enumerate(handlers):
+                expect(handler, dict, f"hooks.{event}[{i}].hooks[{j}]", path)
+
+
+JSON_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "true or false", int: "a number",
+              float: "a number", type(None): "null"}
+
+
+def expect(value: Any, kind: type, where: str, path: Path) -> None:
+    if not isinstance(value, kind):
+        raise SettingsError(f"{path}: {where} is {JSON_KINDS[type(value)]}, where Claude Code expects "
+                            f"{JSON_KINDS[kind]}; fix it, then run this again")
+
+
+def settings_text(settings: Settings) -> str:
+    """Settings as Claude Code writes them: JSON indented by two spaces, ending in a line end."""
+    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_settings(path: Path, settings: Settings) -> Path | None:
+    """Write ``settings`` to ``path`` whole or not at all (a temporary file renamed over it),
+    with the file's permissions, through a symbolic link to the file it names, creating the
+    folder when missing. The file as it was is copied to ``BACKUP_SUFFIX`` first; returns that
+    copy, or None when there was no file."""
+    target = path.resolve()
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.trimem-tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+        backup = target.with_name(target.name + BACKUP_SUFFIX) if mode is not None else None
+        if backup:
+            shutil.copy2(target, backup)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(settings_text(settings))
+            file.flush()
+            os.fsync(file.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)  # the umask may have narrowed it
+        os.replace(temporary, target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise SettingsError(f"cannot write {exc.filename or target}: {exc.strerror or exc}") from None
+    return backup
