@@ -112,9 +112,11 @@ def test_the_engine_knows_nothing_of_its_front_ends() -> None:
     assert {module: names for module, names in reaching.items() if names} == {}
 
 
-FRONT_ENDS = {"tools": set(), "ui": set(), "service": {"tools"}, "cli": {"tools", "service", "ui"}}
+FRONT_ENDS = {"tools": {"hooks"}, "ui": set(), "service": {"tools"}, "cli": {"tools", "service", "ui", "hooks"},
+              "hooks": set()}
 """Each front end of ``mcp_server`` and the front ends it stands on: the HTTP service serves the
-MCP tools, and the command line (``python -m mcp_server`` too) starts the servers and the page.
+MCP tools, the command line (``python -m mcp_server`` too) starts the servers and the page, and
+what Claude Code's hooks run (``hooks``) is reached both as a tool and as a command.
 What they share (``call_scope``, ``models``, ``replies``, ``wording``) stands on none of them."""
 
 

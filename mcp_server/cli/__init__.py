@@ -8,11 +8,12 @@ for a person, the MCP tool's JSON for a script). Engine errors become
 - ``options``: the options several commands share; ``output``: formats and printing;
   ``errors``: engine errors in the command line's words;
 - ``memories``, ``exchange`` (export, import), ``admin`` (users, stats, doctor, reembed,
-  backup) and ``servers`` (serve, token, ui): the commands;
+  backup), ``servers`` (serve, token, ui) and ``hook`` (what Claude Code's hooks run): the
+  commands;
 - ``tables``, ``explain_table``, ``bulk`` and ``transfer``: what those commands print and read.
 """
 
-from mcp_server.cli import admin, exchange, memories, servers  # noqa: F401 (importing them registers their commands)
+from mcp_server.cli import admin, exchange, hook, memories, servers  # noqa: F401 (importing them registers their commands)
 from mcp_server.cli.app import cli
 
 __all__ = ["cli"]
