@@ -25,9 +25,9 @@ from store.errors import TrimemError
 log = logging.getLogger(__name__)
 
 # Optional texts are ``str = None``, as ``arguments.Text``: a session id of digits must stay a string.
-Prompt = Annotated[str, Field(description="The user's prompt, as the hook gives it.")]
-Folder = Annotated[str, Field(description="The session's folder; its name is the project.")]
-SessionId = Annotated[str, Field(description="Captured prompts' run_id.")]
+Prompt = Annotated[str, Field(description="The user's prompt.")]
+Folder = Annotated[str, Field(description="The session's folder: the project.")]
+SessionId = Annotated[str, Field(description="A captured prompt's run_id.")]
 
 
 def recall_for_prompt(
@@ -35,13 +35,13 @@ def recall_for_prompt(
     prompt: Prompt,
     cwd: Folder = None,
     session_id: SessionId = None,
-    capture: Annotated[bool, Field(description="Also store the prompt.")] = False,
+    capture: Annotated[bool, Field(description="Store the prompt too.")] = False,
     user_id: UserId = None,
     agent_id: AgentId = None,
     run_id: RunId = None,
 ) -> Annotated[CallToolResult, RecallOutput]:
-    """For Claude Code's UserPromptSubmit hook, not for the model: the memories relevant to a prompt
-    as a block to inject (empty text when none is); with capture, the prompt is stored too.
+    """For Claude Code's prompt hook, not the model: the memories relevant to a prompt as a block to
+    inject (empty if none is).
     """
     state = state_of(ctx)
     scope = default_scope(state.config, user_id, agent_id, run_id)
