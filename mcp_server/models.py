@@ -216,3 +216,11 @@ class HistoryOutput(BaseModel):
             fields = {**dataclasses.asdict(event), "old_text": old, "new_text": new, "truncated": old_cut or new_cut}
             shaped.append(HistoryEventOut(**fields))
         return cls(events=shaped)
+
+
+class RecallOutput(BaseModel):
+    """What a hook injects before a prompt, and what it stored."""
+
+    block: str = Field(description="The recalled memories between <trimem-memories> tags; empty when none is relevant.")
+    recalled_ids: list[str] = Field(description="The ids of the memories the block shows, best first.")
+    captured_id: str | None = Field(description="The memory the prompt is stored as, when it was captured.")

@@ -121,12 +121,22 @@ class ServiceConfig:
 
 
 @dataclass(frozen=True)
+class HooksConfig:
+    recall_top_k: int
+    max_block_chars: int
+    capture_min_chars: int
+    session_recent: int
+    deadline_seconds: float
+
+
+@dataclass(frozen=True)
 class Config:
     store: StoreConfig
     search: SearchConfig
     limits: LimitsConfig
     server: ServerConfig
     service: ServiceConfig
+    hooks: HooksConfig
 
     @property
     def database(self) -> Path:
@@ -185,6 +195,7 @@ SECTIONS: dict[str, type] = {
     "limits": LimitsConfig,
     "server": ServerConfig,
     "service": ServiceConfig,
+    "hooks": HooksConfig,
 }
 
 
@@ -366,6 +377,7 @@ def _check(config: Config) -> None:
         ("server", "max_result_chars"), ("store", "inference_threads"), ("store", "database_pool_size"),
         ("service", "max_body_bytes"), ("service", "rate_burst"), ("service", "max_sessions_per_token"),
         ("service", "session_idle_seconds"), ("service", "failed_auth_burst"), ("service", "failed_auth_total_burst"),
+        ("hooks", "max_block_chars"), ("hooks", "capture_min_chars"),
     ):
         value = getattr(getattr(config, section), name)
         if value < 1:
@@ -377,6 +389,11 @@ def _check(config: Config) -> None:
         url = getattr(config.service, name)
         if url and not url.startswith(("http://", "https://")):
             raise _refuse("service", name, url, "it must be an http:// or https:// URL, or empty")
+    if config.hooks.deadline_seconds <= 0:
+        raise _refuse("hooks", "deadline_seconds", config.hooks.deadline_seconds, "it must be more than 0")
+    for name in ("recall_top_k", "session_recent"):
+        if not 1 <= getattr(config.hooks, name) <= limits.max_top_k:
+            raise _refuse("hooks", name, getattr(config.hooks, name), f"it must be between 1 and max_top_k ({limits.max_top_k})")
     if not 1 <= search.top_k <= limits.max_top_k:
         raise _refuse("search", "top_k", search.top_k, f"it must be between 1 and max_top_k ({limits.max_top_k})")
     if server.log_level.upper() not in LOG_LEVELS:

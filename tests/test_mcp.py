@@ -27,6 +27,7 @@ TOOLS = {
     "delete_memory": {"read_only_hint": False, "destructive_hint": True},
     "delete_all_memories": {"read_only_hint": False, "destructive_hint": True},
     "memory_history": {"read_only_hint": True},
+    "recall_for_prompt": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
 }
 
 

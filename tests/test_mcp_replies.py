@@ -19,8 +19,9 @@ from mcp_client import call
 
 pytestmark = pytest.mark.anyio
 
-MAX_TOOL_LIST_CHARS = 7_000
-"""Names, descriptions and input schemas of all tools, as compact JSON: what every conversation pays."""
+MAX_TOOL_LIST_CHARS = 7_700
+"""Names, descriptions and input schemas of all tools, as compact JSON: what every conversation pays.
+The nine memory tools took 6,991; recall_for_prompt, for Claude Code's hooks, adds about 700."""
 MAX_CHARS_BEYOND_TEXT = 100
 """Per search result, what the text may add to the memory's own words."""
 

@@ -1,10 +1,11 @@
-"""The MCP server: trimem's engine behind nine tools, over stdio or streamable HTTP.
+"""The MCP server: trimem's engine behind ten tools, over stdio or streamable HTTP.
 
 ``build_server(config)`` returns an ``MCPServer`` whose lifespan opens one ``Engine`` and loads
 the models in a background thread (``state.py``), so the ``initialize`` answer never waits for
 the database, ONNX Runtime or spaCy; the first tool call waits only for what it needs that is
-still loading. The tools are plain functions in ``memories.py`` and ``search.py``; this module
-registers them, each wrapped by ``serving``. No SQL and no scoring here.
+still loading. The tools are plain functions in ``memories.py``, ``search.py`` and ``hooks.py``
+(the one Claude Code's hooks call); this module registers them, each wrapped by ``serving``.
+No SQL and no scoring here.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mcp_server.call_scope import default_scope
 from mcp_server.tools import schemas
 from mcp_server.tools.arguments import ToolFn, configured
 from mcp_server.tools.calls import CallRules, result_count
+from mcp_server.tools.hooks import recall_for_prompt
 from mcp_server.tools.memories import (
     add_memory,
     delete_all_memories,
@@ -76,6 +78,7 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (delete_memory, hints(read_only=False, destructive=True)),
     (delete_all_memories, hints(read_only=False, destructive=True)),
     (memory_history, hints(read_only=True)),
+    (recall_for_prompt, hints(read_only=False)),  # it writes when asked to capture
 )
 """Every tool with its annotations, in the order ``tools/list`` gives them."""
 

@@ -1,0 +1,48 @@
+"""What a hook recalls: for a prompt, what the prompt asks about; at session start, what the
+project's name recalls and the project's most recent memories. Both in the scope the caller
+gives (the default user's memories, every run, unless a token narrows it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from mcp_server.hooks.block import PROMPT_HEADING, Block, render, session_heading
+from store.config import Config
+
+if TYPE_CHECKING:
+    from store.engine import Engine
+
+PROJECT_KEY = "project"
+"""The metadata key that names a captured memory's project (the working folder's name)."""
+
+
+def for_prompt(engine: Engine, config: Config, prompt: str, scope: Mapping[str, str]) -> Block:
+    """The block for ``prompt``: the few memories relevant to it, or nothing.
+
+    No threshold is passed, so search decides whether anything in the scope is relevant at
+    all (``search.relevance_check``) and returns nothing when nothing is. A prompt longer than
+    a query may be is searched by its start: the embedding reads no further anyway, and a
+    pasted log must not cost the prompt its recall."""
+    query = prompt.strip()[: config.limits.max_text_chars]
+    if not query:
+        return Block()
+    hits = engine.search(query, **scope, top_k=config.hooks.recall_top_k)
+    return render([hit.memory for hit in hits], PROMPT_HEADING, config.hooks.max_block_chars)
+
+
+def for_session(engine: Engine, config: Config, project: str | None, scope: Mapping[str, str]) -> Block:
+    """The block for a session starting in ``project``: what its name recalls, then its most
+    recent memories (``hooks.session_recent``) not already shown. No project, no block.
+
+    The name is searched with ``search.relevance_floor`` as its threshold: a bare name the
+    scope knows always passes the relevance decision, and the gate alone (``search.threshold``)
+    would then let in memories that merely share a word or two with it."""
+    if project is None:
+        return Block()
+    hits = engine.search(project, **scope, top_k=config.hooks.recall_top_k, threshold=config.search.relevance_floor)
+    found = [hit.memory for hit in hits]
+    recent = engine.list(**scope, filters={PROJECT_KEY: project}, limit=config.hooks.session_recent)
+    seen = {memory.id for memory in found}
+    memories = found + [memory for memory in recent if memory.id not in seen]
+    return render(memories, session_heading(project), config.hooks.max_block_chars)

@@ -1,0 +1,241 @@
+"""Claude Code's hooks on both paths: the documented payloads replayed through the real
+``trimem hook`` command (a subprocess, JSON on stdin) and through a real MCP client calling
+``recall_for_prompt`` with the input an ``mcp_tool`` hook sends, the hook's fields filled in."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_client import call  # pytest puts tests/ on sys.path (prepend import mode)
+
+from mcp_server.hooks.block import CLOSE_TAG, OPEN_TAG, PROMPT_HEADING, render
+from mcp_server.hooks.capture import SOURCE
+from store import Config, Engine
+from store.records import Memory
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIMEM = Path(sys.executable).with_name("trimem")
+
+SESSION = "5f0c8a8e-2d1b-4c4e-9a55-0b7e0c1d2e3f"
+CWD = "/home/ana/code/atlas"
+USER = "default"
+"""The configured default user, whose memories the hooks recall and capture."""
+
+
+def prompt_payload(prompt: str) -> dict[str, str]:
+    """A UserPromptSubmit hook's input, as Claude Code documents it."""
+    return {"session_id": SESSION, "transcript_path": f"/home/ana/.claude/projects/atlas/{SESSION}.jsonl",
+            "cwd": CWD, "permission_mode": "default", "hook_event_name": "UserPromptSubmit", "prompt": prompt}
+
+
+SESSION_START = {"session_id": SESSION, "transcript_path": f"/home/ana/.claude/projects/atlas/{SESSION}.jsonl",
+                 "cwd": CWD, "hook_event_name": "SessionStart", "source": "startup"}
+
+MCP_TOOL_INPUT = {"prompt": "${prompt}", "cwd": "${cwd}", "session_id": "${session_id}", "capture": False}
+"""The ``input`` of the mcp_tool hook ``trimem hooks install`` writes (``capture`` true with --capture)."""
+
+
+def substituted(template: dict[str, Any], payload: dict[str, str]) -> dict[str, Any]:
+    """``template`` with each ``${field}`` replaced by the hook input's field, as Claude Code fills
+    an mcp_tool hook's input; values that are not strings pass as they are."""
+    return {key: re.sub(r"\$\{(\w+)\}", lambda m: payload[m.group(1)], value) if isinstance(value, str) else value
+            for key, value in template.items()}
+
+
+def hook(database: str, *args: str, stdin: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    """``trimem --db DATABASE hook ARGS`` as Claude Code runs it, the payload on stdin."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           **settings}
+    return subprocess.run([str(TRIMEM), "--db", database, "hook", *args], input=stdin, capture_output=True,
+                          text=True, timeout=120, env=env, check=False)
+
+
+def quiet_failure(result: subprocess.CompletedProcess[str]) -> str:
+    """A hook that failed without breaking the session: exit 0, nothing injected, one line of log."""
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def fill(engine: Engine) -> None:
+    engine.add("Ana works as a nurse at Santa Maria hospital", metadata={"category": "work"}, user_id=USER)
+    engine.add("The Atlas release is planned for March 3", metadata={"project": "atlas"}, user_id=USER)
+    engine.add("Tomás is learning to play the cello", user_id=USER)
+
+
+# --- the command path -------------------------------------------------------------------------------------------
+
+
+def test_prompt_hook_injects_the_relevant_memory_and_nothing_for_an_unrelated_prompt(engine: Engine,
+                                                                                      db_arg: str) -> None:
+    fill(engine)
+    relevant = hook(db_arg, "prompt", stdin=json.dumps(prompt_payload("Where does Ana work these days?")))
+    assert relevant.returncode == 0, relevant.stderr
+    lines = relevant.stdout.strip().splitlines()
+    assert lines[:2] == [OPEN_TAG, PROMPT_HEADING] and lines[-1] == CLOSE_TAG
+    assert any(line.endswith("Ana works as a nurse at Santa Maria hospital") for line in lines[2:-1])
+    assert not any("cello" in line for line in lines)
+
+    unrelated = hook(db_arg, "prompt", stdin=json.dumps(prompt_payload("How do I center a div in CSS grid?")))
+    assert (unrelated.returncode, unrelated.stdout) == (0, "")
+    assert engine.list(user_id=USER, run_id=SESSION) == []  # no --capture: nothing stored
+
+
+def test_session_hook_injects_the_projects_memories(engine: Engine, db_arg: str) -> None:
+    fill(engine)
+    started = hook(db_arg, "session", stdin=json.dumps(SESSION_START))
+    assert started.returncode == 0, started.stderr
+    assert "atlas" in started.stdout.splitlines()[1]
+    assert "The Atlas release is planned for March 3" in started.stdout
+    assert "nurse" not in started.stdout and "cello" not in started.stdout
+
+    elsewhere = hook(db_arg, "session", stdin=json.dumps({**SESSION_START, "cwd": "/home/ana/code/gardening"}))
+    assert (elsewhere.returncode, elsewhere.stdout) == (0, "")
+
+
+def test_prompt_hook_captures_the_prompt_without_its_private_part(engine: Engine, db_arg: str) -> None:
+    prompt = "We decided to ship Atlas on Postgres 17 <private>the staging password is hunter2</private> this week"
+    captured = hook(db_arg, "prompt", "--capture", stdin=json.dumps(prompt_payload(prompt)))
+    assert captured.returncode == 0, captured.stderr
+    [memory] = engine.list(user_id=USER, run_id=SESSION)
+    assert memory.text == "We decided to ship Atlas on Postgres 17  this week"
+    assert (memory.user_id, memory.metadata) == (USER, {"project": "atlas", "source": SOURCE})
+
+
+@pytest.mark.only_on("sqlite")
+@pytest.mark.parametrize("stdin", ["not json", "[1, 2]", '{"prompt": 42}'])
+def test_bad_input_breaks_nothing(engine: Engine, db_arg: str, stdin: str) -> None:
+    assert "trimem hook: the hook's input" in quiet_failure(hook(db_arg, "prompt", stdin=stdin))
+
+
+def test_a_missing_or_unwritable_database_breaks_nothing(tmp_path: Path) -> None:
+    missing = quiet_failure(hook(str(tmp_path / "none.db"), "prompt", stdin=json.dumps(prompt_payload("Hi there"))))
+    assert "no database" in missing
+    assert not (tmp_path / "none.db").exists()  # recall alone creates nothing
+    unwritable = tmp_path / "a-file"
+    unwritable.write_text("")
+    payload = json.dumps(prompt_payload("Remember that the Atlas demo is on Friday"))
+    assert quiet_failure(hook(str(unwritable / "memories.db"), "prompt", "--capture", stdin=payload))
+
+
+def test_work_past_the_deadline_is_given_up(tmp_path: Path) -> None:
+    """stdin never ends, as when a host keeps it open: the hook still ends in time, saying so."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "TRIMEM_DEADLINE_SECONDS": "1"}
+    with subprocess.Popen([str(TRIMEM), "--db", str(tmp_path / "m.db"), "hook", "prompt"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as running:
+        running.wait(timeout=60)  # stdin stays open
+        out, err = running.stdout.read(), running.stderr.read()
+    assert running.returncode == 0
+    assert out == ""
+    assert err.strip().splitlines() == ["trimem hook: gave up after 1 s (hooks.deadline_seconds); nothing injected"]
+
+
+# --- the mcp_tool path ------------------------------------------------------------------------------------------
+
+
+async def recall(client: Client, prompt: str, *, capture: bool = False) -> tuple[str, dict[str, Any]]:
+    """The call an mcp_tool hook makes for ``prompt``: the text it injects, and the structured output."""
+    arguments = substituted({**MCP_TOOL_INPUT, "capture": capture}, prompt_payload(prompt))
+    result = await client.call_tool("recall_for_prompt", arguments)
+    assert not result.is_error, result.content[0].text
+    [content] = result.content
+    return content.text, result.structured_content
+
+
+@pytest.mark.anyio
+async def test_the_tool_injects_the_relevant_memory_and_nothing_for_an_unrelated_prompt(client: Client) -> None:
+    added = await call(client, "add_memory", text="Ana works as a nurse at Santa Maria hospital")
+    memory_id = added["results"][0]["memory"]["id"]
+    await call(client, "add_memory", text="Tomás is learning to play the cello")
+
+    text, output = await recall(client, "Where does Ana work these days?")
+    assert text == output["block"]
+    assert text.startswith(f"{OPEN_TAG}\n{PROMPT_HEADING}\n- {memory_id[:8]} ") and text.endswith(CLOSE_TAG)
+    assert output["recalled_ids"] == [memory_id] and output["captured_id"] is None
+
+    text, output = await recall(client, "How do I center a div in CSS grid?")
+    assert (text, output["recalled_ids"]) == ("", [])
+
+
+@pytest.mark.anyio
+async def test_the_tool_captures_only_when_asked_and_only_what_may_be_kept(client: Client) -> None:
+    def stored() -> Any:
+        return call(client, "list_memories", run_id=SESSION)
+
+    await recall(client, "Remember that the Atlas demo moved to Friday")
+    assert (await stored())["memories"] == []  # capture off: nothing stored
+
+    injected = f"{OPEN_TAG}\n{PROMPT_HEADING}\n- 2bc388d0 2026-12-03 Ana works as a nurse\n{CLOSE_TAG}"
+    prompt = f"{injected}\nThe Atlas demo moved to Friday <private>my token is tm_secret</private>"
+    _, output = await recall(client, prompt, capture=True)
+    [memory] = (await stored())["memories"]
+    assert output["captured_id"] == memory["id"]
+    assert memory["text"] == "The Atlas demo moved to Friday"
+    assert memory["metadata"] == {"project": "atlas", "source": SOURCE}
+
+    _, again = await recall(client, "The Atlas demo moved to Friday", capture=True)
+    assert again["captured_id"] == memory["id"]  # the engine's DUPLICATE: still one memory
+    for trivial in ("yes, go on", "/compact", "/review the Atlas pull request please", "<private>all of it</private>"):
+        _, output = await recall(client, trivial, capture=True)
+        assert output["captured_id"] is None, trivial
+    assert len((await stored())["memories"]) == 1
+
+
+@pytest.mark.anyio
+async def test_the_tool_recalls_before_it_captures(client: Client) -> None:
+    """A prompt never recalls itself: the first time it is said, nothing is there to recall."""
+    text, output = await recall(client, "My sister Inês lives in Coimbra and teaches chemistry", capture=True)
+    assert text == "" and output["captured_id"] is not None
+
+
+@pytest.mark.anyio
+async def test_the_block_never_exceeds_max_block_chars(connect: Callable[..., Any], config: Config) -> None:
+    small = config.replace("hooks", max_block_chars=400, recall_top_k=20)
+    async with connect(small) as client:
+        for city in ("Lisbon", "Porto", "Braga", "Coimbra", "Faro", "Évora", "Aveiro", "Viseu"):
+            await call(client, "add_memory", text=f"Ana visited {city} last spring and loved the food in {city}")
+        text, output = await recall(client, "Which cities did Ana visit last spring?")
+    assert 0 < len(text) <= 400
+    assert len(output["recalled_ids"]) == len(text.splitlines()) - 3  # whole lines: tags and heading besides
+    assert 1 < len(output["recalled_ids"]) < 8
+
+
+@pytest.mark.anyio
+async def test_a_tool_call_without_a_database_injects_nothing(connect: Callable[..., Any], config: Config,
+                                                            tmp_path: Path) -> None:
+    unopenable = tmp_path / "a-file"
+    unopenable.write_text("")
+    async with connect(config.using(str(unopenable / "memories.db"))) as client:
+        text, output = await recall(client, "Where does Ana work?", capture=True)
+    assert (text, output["recalled_ids"], output["captured_id"]) == ("", [], None)
+
+
+# --- the block --------------------------------------------------------------------------------------------------
+
+
+def memory(text: str, number: int) -> Memory:
+    return Memory(f"{number:08x}-0000-4000-8000-000000000000", text, "default", None, None, None, None, {},
+                  "2026-12-03T10:00:00+00:00", "2026-12-03T10:00:00+00:00", None)
+
+
+def test_the_block_holds_whole_lines_and_a_memory_can_neither_close_nor_open_one() -> None:
+    memories = [memory("x" * 300, 1), memory(f"line one\nline two {CLOSE_TAG} {OPEN_TAG}", 2), memory("short", 3)]
+    block = render(memories, PROMPT_HEADING, 200)
+    assert len(block.text) <= 200
+    assert block.text.splitlines() == [OPEN_TAG, PROMPT_HEADING, "- 00000002 2026-12-03 line one line two",
+                                       "- 00000003 2026-12-03 short", CLOSE_TAG]
+    assert block.memory_ids == (memories[1].id, memories[2].id)
+    assert render([memory("x" * 300, 1)], PROMPT_HEADING, 200).text == ""
+
