@@ -13,12 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp_client import call  # pytest puts tests/ on sys.path (prepend import mode)
+from test_service import connected, served, structured
 
 from mcp_server.hooks.block import CLOSE_TAG, OPEN_TAG, PROMPT_HEADING, render
 from mcp_server.hooks.capture import SOURCE
+from mcp_server.hooks.settings import PROMPT_EVENT, HookChoice
 from store import Config, Engine
 from store.records import Memory
 
@@ -40,7 +43,7 @@ def prompt_payload(prompt: str) -> dict[str, str]:
 SESSION_START = {"session_id": SESSION, "transcript_path": f"/home/ana/.claude/projects/atlas/{SESSION}.jsonl",
                  "cwd": CWD, "hook_event_name": "SessionStart", "source": "startup"}
 
-MCP_TOOL_INPUT = {"prompt": "${prompt}", "cwd": "${cwd}", "session_id": "${session_id}", "capture": False}
+MCP_TOOL_INPUT = HookChoice().handlers()[PROMPT_EVENT]["input"]
 """The ``input`` of the mcp_tool hook ``trimem hooks install`` writes (``capture`` true with --capture)."""
 
 
@@ -239,3 +242,29 @@ def test_the_block_holds_whole_lines_and_a_memory_can_neither_close_nor_open_one
     assert block.memory_ids == (memories[1].id, memories[2].id)
     assert render([memory("x" * 300, 1)], PROMPT_HEADING, 200).text == ""
 
+
+
+def test_over_the_service_the_hook_acts_in_its_tokens_scope(
+    config: Config, tokens: Callable[..., str], log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over HTTP with tokens, as a product would run it: the hook's input names no user, so the
+    token's scope decides whose memories are recalled and where the prompt is captured."""
+    alice, bob = tokens(user_id="alice", name="alice"), tokens(user_id="bob", name="bob")
+
+    async def scenario(url: str) -> None:
+        async with connected(url, alice) as as_alice, connected(url, bob) as as_bob:
+            added = structured(await as_alice.call_tool("add_memory", {"text": "Alice's flight to Oslo leaves at 7"}))
+            memory_id = added["results"][0]["memory"]["id"]
+            prompt = prompt_payload("When does my flight to Oslo leave?")
+            arguments = substituted({**MCP_TOOL_INPUT, "capture": True}, prompt)
+            found = structured(await as_alice.call_tool("recall_for_prompt", arguments))
+            assert found["recalled_ids"] == [memory_id]
+            kept = structured(await as_alice.call_tool("list_memories", {"run_id": SESSION}))
+            assert [(m["id"], m["user_id"]) for m in kept["memories"]] == [(found["captured_id"], "alice")]
+
+            nothing = structured(await as_bob.call_tool("recall_for_prompt", substituted(MCP_TOOL_INPUT, prompt)))
+            assert (nothing["block"], nothing["recalled_ids"]) == ("", [])
+
+    with served(config, log, monkeypatch) as url:
+        anyio.run(scenario, url)
+    assert "Traceback" not in log.read_text()
