@@ -15,6 +15,7 @@ import pytest
 from bench import corpus, ideas, locomo, metrics, quality, ranking_cost, report, speed
 from bench.scope_search import SCOPE
 from bench.stages import SEARCH_STAGES, StageClock
+from mcp_server.tools.server import TOOLS
 from store import Config, Engine, MemoryInput
 from store.scope import Scope as StoreScope
 from store.sqlite.signals import SignalReads
@@ -277,9 +278,7 @@ def test_client_benchmark_on_a_slice_says_the_peer_is_absent(monkeypatch: pytest
     assert {key: len(times) for key, times in run.trimem.seconds.items()} == timed
     assert {kind: len(run.floor.seconds[kind, client.ENGINE]) for kind in (client.INGEST, client.SEARCH, client.ADD)} \
         == {client.INGEST: 12, client.SEARCH: 3, client.ADD: 3}
-    assert set(run.trimem.tools.chars) == {
-        "add_memory", "search_memory", "explain_search", "get_memory", "list_memories", "update_memory",
-        "delete_memory", "delete_all_memories", "memory_history"}
+    assert set(run.trimem.tools.chars) == {tool.__name__ for tool, _ in TOOLS}
     for top_k in client.TOP_KS:
         sizes = run.trimem.replies[top_k]
         assert sizes.replies == 3 and 0 < sizes.results <= 3 * min(top_k, 12)

@@ -37,7 +37,7 @@ from store.sqlite import connection
 from store.sqlite.maintenance import check
 
 STRESS = os.environ.get("TRIMEM_STRESS") == "1"
-WRITE_TOOLS = {"add_memory", "update_memory", "delete_memory", "delete_all_memories"}
+WRITE_TOOLS = {"add_memory", "update_memory", "delete_memory", "delete_all_memories", "recall_for_prompt"}
 SERVERS = 6 if STRESS else 4
 WRITES_EACH = 200 if STRESS else 50
 MCP_EXAMPLES = 3_000 if STRESS else 300
@@ -183,6 +183,10 @@ def _argument(name: str, known: list[str]) -> st.SearchStrategy:
         "filters": st.one_of(st.none(), MCP_OBJECT, wrong),
         "metadata": st.one_of(st.none(), MCP_OBJECT, wrong),
         "show_expired": st.one_of(st.booleans(), wrong),
+        "prompt": st.one_of(MCP_TEXT, st.just("Alice moved to Paris to work at Google"), wrong),
+        "cwd": st.one_of(st.none(), st.just("/home/alice/atlas"), MCP_TEXT, wrong),
+        "session_id": st.one_of(st.none(), MCP_TEXT, wrong),
+        "capture": st.one_of(st.booleans(), wrong),
         "expiration_date": st.one_of(st.just("2031-02-03"), st.just("2023-02-30"), MCP_TEXT, wrong),
         "messages": st.one_of(
             st.lists(st.fixed_dictionaries(
@@ -231,7 +235,8 @@ def test_hostile_tool_calls_get_a_result_or_a_clear_error(tmp_path: Path, nlp) -
             # Mostly one hostile argument beside ordinary ones, so it gets past the others' checks.
             hostile = data.draw(st.lists(st.sampled_from(names), unique=True, min_size=1, max_size=len(names)).map(sorted)
                                 | st.sampled_from(names).map(lambda name: [name]), label="hostile arguments")
-            ordinary = {"query": st.just("Where does Alice work?"), "memory_id": st.sampled_from(known)}
+            ordinary = {"query": st.just("Where does Alice work?"), "memory_id": st.sampled_from(known),
+                        "prompt": st.just("Where does Alice work these days?")}
             arguments = {name: data.draw(ordinary[name], label=name) for name in schemas[tool].get("required", [])}
             if tool == "add_memory" and "messages" not in hostile:
                 arguments["text"] = f"ordinary fact number {len(outcomes)} about Alice in Paris"
