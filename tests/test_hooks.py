@@ -122,6 +122,12 @@ def test_bad_input_breaks_nothing(engine: Engine, db_arg: str, stdin: str) -> No
     assert "trimem hook: the hook's input" in quiet_failure(hook(db_arg, "prompt", stdin=stdin))
 
 
+def test_a_bad_setting_breaks_nothing(tmp_path: Path) -> None:
+    payload = json.dumps(prompt_payload("Where does Ana work?"))
+    line = quiet_failure(hook(str(tmp_path / "m.db"), "prompt", stdin=payload, TRIMEM_RECALL_TOP_K="many"))
+    assert line.startswith("trimem hook: ") and line.endswith("; nothing injected")
+
+
 def test_a_missing_or_unwritable_database_breaks_nothing(tmp_path: Path) -> None:
     missing = quiet_failure(hook(str(tmp_path / "none.db"), "prompt", stdin=json.dumps(prompt_payload("Hi there"))))
     assert "no database" in missing

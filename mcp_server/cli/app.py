@@ -27,6 +27,9 @@ from store.errors import DiskFull
 QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
 
 
+HOOK_GROUP = "hook"
+"""The group Claude Code's command hooks run (``cli/hook.py``): it always exits 0."""
+
 class Commands(click.Group):
     """The ``trimem`` commands, with one failure no command can catch itself: a full disk under
     the file stdout is redirected to. It is a message, not a traceback, and the file is cut back
@@ -60,8 +63,14 @@ def cli(ctx: click.Context, config_path: Path | None, database: str | None, log_
     Configuration comes from configs/default.toml, then --config, then TRIMEM_*
     environment variables (e.g. TRIMEM_USER_ID), then these options.
     """
-    with engine_errors(options=False):
-        config = load_config(config_path)
+    try:
+        with engine_errors(options=False):
+            config = load_config(config_path)
+    except click.ClickException as exc:
+        if ctx.invoked_subcommand == HOOK_GROUP:  # a hook never breaks a session, not even on bad settings
+            click.echo(f"trimem hook: {exc.format_message()}; nothing injected", err=True)
+            ctx.exit(0)
+        raise
     ctx.meta["trimem.config_sources"] = config_sources(config_path, {"--db": database, "--log-level": log_level})
     for warning in unknown_variables():
         click.echo(f"warning: {warning}", err=True)

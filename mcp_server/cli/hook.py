@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import click
 
 from mcp_server.call_scope import default_scope
-from mcp_server.cli.app import cli, open_engine
+from mcp_server.cli.app import HOOK_GROUP, cli, open_engine
 from mcp_server.hooks.events import on_prompt, on_session
 from mcp_server.hooks.payload import HookPayload, read_payload
 from store.config import Config
@@ -33,7 +33,7 @@ Answer = Callable[[HookPayload, "Engine"], str]
 """What a hook prints for its payload, given the open engine."""
 
 
-@cli.group()
+@cli.group(HOOK_GROUP)
 def hook() -> None:
     """What Claude Code's command hooks run: the hook's JSON on stdin, the memories to inject
     (or nothing) on stdout, and always exit status 0. `trimem hooks install` sets them up."""
