@@ -30,6 +30,12 @@ QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
 HOOK_GROUP = "hook"
 """The group Claude Code's command hooks run (``cli/hook.py``): it always exits 0."""
 
+
+def hook_says(message: str) -> None:
+    """One line on stderr, a command hook's whole log: what it did not do, and why."""
+    click.echo(f"trimem hook: {' '.join(message.split())}", err=True)
+    sys.stderr.flush()
+
 class Commands(click.Group):
     """The ``trimem`` commands, with one failure no command can catch itself: a full disk under
     the file stdout is redirected to. It is a message, not a traceback, and the file is cut back
@@ -68,7 +74,7 @@ def cli(ctx: click.Context, config_path: Path | None, database: str | None, log_
             config = load_config(config_path)
     except click.ClickException as exc:
         if ctx.invoked_subcommand == HOOK_GROUP:  # a hook never breaks a session, not even on bad settings
-            click.echo(f"trimem hook: {exc.format_message()}; nothing injected", err=True)
+            hook_says(f"{exc.format_message()}; nothing injected")
             ctx.exit(0)
         raise
     ctx.meta["trimem.config_sources"] = config_sources(config_path, {"--db": database, "--log-level": log_level})

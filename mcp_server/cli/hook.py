@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import click
 
 from mcp_server.call_scope import default_scope
-from mcp_server.cli.app import HOOK_GROUP, cli, open_engine
+from mcp_server.cli.app import HOOK_GROUP, cli, hook_says, open_engine
 from mcp_server.hooks.events import on_prompt, on_session
 from mcp_server.hooks.payload import HookPayload, read_payload
 from store.config import Config
@@ -84,15 +84,9 @@ def run_hook(config: Config, answer: Answer, *, create: bool) -> None:
     worker.start()
     worker.join(config.hooks.deadline_seconds)
     if worker.is_alive():
-        say(f"gave up after {config.hooks.deadline_seconds:g} s (hooks.deadline_seconds); nothing injected")
+        hook_says(f"gave up after {config.hooks.deadline_seconds:g} s (hooks.deadline_seconds); nothing injected")
         os._exit(0)  # the thread may hold a model load or a lock: do not wait for it
     if failed:
-        say(f"{failed[0]}; nothing injected")
+        hook_says(f"{failed[0]}; nothing injected")
     elif printed and printed[0]:
         click.echo(printed[0])
-
-
-def say(message: str) -> None:
-    """One line on stderr, the hook's log."""
-    click.echo(f"trimem hook: {' '.join(message.split())}", err=True)
-    sys.stderr.flush()
