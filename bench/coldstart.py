@@ -115,6 +115,12 @@ def trimem_command() -> tuple[str, list[str]]:
     return (found, ["serve"]) if found else (sys.executable, ["-m", "mcp_server", "serve"])
 
 
+def trimem_script() -> list[str]:
+    """The ``trimem`` command line without a command: the console script, or ``python -m mcp_server``."""
+    command, serve = trimem_command()
+    return [command, *serve[:-1]]
+
+
 def measure(repeats: int = 3, db_path: Path | None = None, user_id: str = "default") -> ColdStart:
     """Alternate minimal and trimem spawns ``repeats`` times each (a warm OS file cache for both).
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,10 +32,10 @@ from pathlib import Path
 
 import anyio
 
-from bench import abstention, corpus, locomo, quality, report, stdio
+from bench import abstention, coldstart, corpus, locomo, quality, report, stdio
 from bench.replay import Replay, backend_embedder
 from bench.scope_search import SCOPE, fill
-from bench.timing import Latency
+from bench.timing import Latency, run_timed
 from mcp_server.hooks import recall
 from store import Config, Engine, load_config
 from store.analysis.nlp import NLP
@@ -109,30 +109,21 @@ def measure_tool(config: Config, home: Path, questions: Sequence[str], memories:
     return ToolRun(memories, Latency.of(hook), Latency.of(bare), Latency.of(floor))
 
 
-def wall(command: Sequence[str], env: dict[str, str], stdin: str = "") -> tuple[float, str]:
-    """Wall seconds of one run of ``command`` to its exit, and what it printed."""
-    started = time.perf_counter()
-    done = subprocess.run(command, input=stdin, env=env, capture_output=True, text=True, timeout=120, check=True)
-    return time.perf_counter() - started, done.stdout
-
-
 def measure_command(home: Path, questions: Sequence[str], runs: int) -> CommandRun:
     """``trimem hook prompt`` ``runs`` times (one untimed first), alternating with its floors."""
-    trimem, _ = stdio.coldstart.trimem_command()
-    hook_command = [trimem, "hook", "prompt"] if trimem != sys.executable else [sys.executable, "-m", "mcp_server",
-                                                                                "hook", "prompt"]
-    env = {**stdio.server_env(home), "TRIMEM_USER_ID": SCOPE, "PATH": "/usr/bin:/bin"}
+    script = coldstart.trimem_script()
+    env = {**os.environ, **stdio.server_env(home), "TRIMEM_USER_ID": SCOPE}
     payloads = [json.dumps({"session_id": "bench", "transcript_path": "", "cwd": PROJECT,
                             "hook_event_name": "UserPromptSubmit", "prompt": question})
                 for question in corpus.cycle(questions, runs + 1)]
-    wall(hook_command, env, payloads[0])
+    run_timed([*script, "hook", "prompt"], env, payloads[0])
     hook, python, help_, injected = [], [], [], 0
     for payload in payloads[1:]:
-        seconds, printed = wall(hook_command, env, payload)
+        seconds, printed = run_timed([*script, "hook", "prompt"], env, payload)
         hook.append(seconds)
         injected += bool(printed.strip())
-        python.append(wall([sys.executable, "-c", "pass"], env)[0])
-        help_.append(wall([*hook_command[:-2], "--help"], env)[0])
+        python.append(run_timed([sys.executable, "-c", "pass"], env)[0])
+        help_.append(run_timed([*script, "--help"], env)[0])
     return CommandRun(Latency.of(hook), Latency.of(python), Latency.of(help_), injected)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from bench import coldstart, corpus, locomo, report
-from bench.timing import Latency
+from bench.timing import Latency, run_timed
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -41,7 +40,6 @@ FILL_BATCH = 50
 WARMUP = 10
 CLI_QUERY = "What did Caroline research?"
 CLI_REPEATS = 3
-CLI_TIMEOUT_S = 300
 
 TARGET_SEARCH_P50_MS = 20.0
 TARGET_SEARCH_P95_MS = 35.0
@@ -250,17 +248,10 @@ def measure_rss(turns: Sequence[str], adds: int = 10_000, sample_every: int = 50
 # --- 3. one-shot CLI ----------------------------------------------------------------------------
 
 
-def wall_s(command: Sequence[str], env: dict[str, str]) -> float:
-    """Wall seconds of one subprocess run to exit (it must succeed)."""
-    started = time.perf_counter()
-    subprocess.run(command, env=env, check=True, capture_output=True, timeout=CLI_TIMEOUT_S)
-    return time.perf_counter() - started
-
-
 def median_wall_s(commands: Sequence[Sequence[str]], env: dict[str, str]) -> float:
     """Median wall seconds of ``commands[1:]`` (one run each); ``commands[0]`` runs first, untimed."""
-    wall_s(commands[0], env)
-    return statistics.median(wall_s(command, env) for command in commands[1:])
+    run_timed(commands[0], env)
+    return statistics.median(run_timed(command, env)[0] for command in commands[1:])
 
 
 def measure_cli(query: str = CLI_QUERY, repeats: int = CLI_REPEATS) -> CliTimes:
@@ -270,8 +261,7 @@ def measure_cli(query: str = CLI_QUERY, repeats: int = CLI_REPEATS) -> CliTimes:
     each add is a new text, so the searches run on the few memories those adds stored.
     Floors in the same run: ``python -c pass`` and ``trimem --version`` (the CLI's imports).
     """
-    command, serve_args = coldstart.trimem_command()
-    script = [command, *serve_args[:-1]]  # the console script, or python -m mcp_server
+    script = coldstart.trimem_script()
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, **server_env(Path(home))}
         db = str(Path(home) / "memories.db")
