@@ -95,20 +95,27 @@ def stored_vectors(engine: Engine) -> np.ndarray:
     return np.frombuffer(b"".join(row[0] for row in rows), dtype=np.float32).reshape(len(rows), -1)
 
 
+def exact_top_k(vectors: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
+    """The rows of the ``k`` vectors nearest ``query`` (unit vectors: largest dot product), nearest
+    first: numpy's exact KNN by matrix product and ``argpartition``, the floor of a vector search."""
+    similarities = vectors @ query
+    k = min(k, len(vectors))
+    top = np.argpartition(-similarities, k - 1)[:k]
+    return top[np.argsort(-similarities[top])]
+
+
 def measure_floors(engine: Engine, questions: Sequence[str], run: SearchRun) -> None:
     """One model forward pass per query; numpy exact top-k (the KNN's over-fetch) over the stored vectors."""
     vectors = stored_vectors(engine)
     options = engine.config.search
     run.overfetch = scoring.internal_limit(TOP_K, options.overfetch_factor, options.overfetch_minimum)
-    k = min(run.overfetch, len(vectors))
+    k = run.overfetch
     for question in questions:
         started = time.perf_counter()
         (query,) = engine.embedder.embed_batch([question])
         run.forward_pass.append(time.perf_counter() - started)
         started = time.perf_counter()
-        similarities = vectors @ query
-        top = np.argpartition(-similarities, k - 1)[:k]
-        top[np.argsort(-similarities[top])]
+        exact_top_k(vectors, query, k)
         run.numpy_topk.append(time.perf_counter() - started)
 
 
