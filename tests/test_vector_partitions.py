@@ -1,0 +1,111 @@
+"""SQLite's vector tables are partitioned by user (migration m008), so a KNN within a user reads
+that user's vectors alone: a file of the earlier layout is rebuilt on open with every vector
+kept and every search unchanged, and a store of many small users stays small on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import pytest
+
+from store import Config, Engine, MemoryInput
+from store.sqlite import connection, schema
+
+ALICE = [
+    "Alice adopted a grey cat called Miso in Lisbon.",
+    "Alice is training for the Berlin marathon in September.",
+    "Alice's sister Maria works as a nurse in Porto.",
+]
+BOB = [
+    "Bob keeps bees on the roof of his flat in Leeds.",
+    "Bob is learning Japanese before his trip to Kyoto.",
+    "Bob's favourite band is Radiohead.",
+]
+QUESTIONS = ["Where does the cat live?", "What is the trip about?", "Who works as a nurse?"]
+VECTOR_TABLES = tuple(schema.VECTOR_KEYS)
+
+
+def searches(engine: Engine) -> dict[tuple[str, str], list[tuple[str, float]]]:
+    """Every question's ranking in each user's scope: ids and scores."""
+    return {
+        (user, question): [(hit.memory.id, hit.score) for hit in engine.search(question, user_id=user, top_k=5)]
+        for user in ("alice", "bob") for question in QUESTIONS
+    }
+
+
+def table_sql(path: Path) -> dict[str, str]:
+    conn = apsw.Connection(str(path))
+    try:
+        names = ",".join("?" * len(VECTOR_TABLES))
+        return dict(conn.execute(f"SELECT name, sql FROM sqlite_master WHERE name IN ({names})", VECTOR_TABLES))
+    finally:
+        conn.close()
+
+
+def back_to_schema_7(path: Path, dimension: int) -> None:
+    """Give a current file the vector tables migration m001 made (unpartitioned), every vector
+    copied across, and the schema version before m008."""
+    scratch = apsw.Connection(":memory:")
+    connection.connection_sqlite_vec(scratch)
+    schema.m001_initial(scratch, dimension)
+    names = ",".join("?" * len(VECTOR_TABLES))
+    first_layout = scratch.execute(f"SELECT sql FROM sqlite_master WHERE name IN ({names})", VECTOR_TABLES).fetchall()
+    scratch.close()
+    conn = apsw.Connection(str(path))
+    connection.connection_sqlite_vec(conn)
+    with connection.write_transaction(conn):
+        for table, key in schema.VECTOR_KEYS.items():
+            conn.execute(f"CREATE TABLE kept AS SELECT {key}, embedding, user_id, agent_id, run_id FROM {table}")
+            conn.execute(f"DROP TABLE {table}")
+            (ddl,) = next(row for row in first_layout if f"TABLE {table} " in row[0])
+            conn.execute(ddl)
+            conn.execute(f"INSERT INTO {table}({key}, embedding, user_id, agent_id, run_id) SELECT * FROM kept")
+            conn.execute("DROP TABLE kept")
+        conn.execute("UPDATE schema_version SET version = 7")
+    conn.close()
+
+
+@pytest.mark.only_on("sqlite")
+def test_a_file_of_the_first_layout_is_partitioned_on_open_and_searches_the_same(
+    config: Config, db_path: Path, engine_factory: Callable[[Config], Engine]
+) -> None:
+    with engine_factory(config) as engine:
+        engine.add_many([MemoryInput(text) for text in ALICE], user_id="alice")
+        engine.add_many([MemoryInput(text) for text in BOB], user_id="bob")
+        engine.add_many([MemoryInput("The helper agent answers in French.")], agent_id="helper")
+        before = searches(engine)
+        dimension = engine.embedder.dimension
+    back_to_schema_7(db_path, dimension)
+    assert not any("PARTITION KEY" in sql for sql in table_sql(db_path).values())
+
+    with engine_factory(config) as engine:
+        assert engine.check() == []
+        after = searches(engine)
+        assert [memory.text for memory in engine.list(agent_id="helper")] == ["The helper agent answers in French."]
+    assert after.keys() == before.keys()
+    for key, ranking in before.items():
+        assert [memory_id for memory_id, _ in after[key]] == [memory_id for memory_id, _ in ranking]
+        assert [score for _, score in after[key]] == pytest.approx([score for _, score in ranking], abs=1e-6)
+
+    assert all("PARTITION KEY" in sql for sql in table_sql(db_path).values())
+    conn = apsw.Connection(str(db_path))
+    connection.connection_sqlite_vec(conn)
+    assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (schema.SCHEMA_VERSION,)
+    assert conn.execute("SELECT count(*) FROM memory_vectors").fetchone() == (len(ALICE) + len(BOB) + 1,)
+    assert conn.execute("SELECT count(*) FROM memory_vectors WHERE user_id = 'bob'").fetchone() == (len(BOB),)
+    assert conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'm008%'").fetchall() == []
+    conn.close()
+
+
+@pytest.mark.only_on("sqlite")
+def test_many_small_users_stay_small_on_disk(config: Config, engine_factory: Callable[[Config], Engine]) -> None:
+    """Each user's vectors fill chunks of their own: at vec0's default of 1,024 vectors a chunk,
+    every user cost about 3 MB whatever they held; in chunks of ``VECTOR_CHUNK_ROWS`` a user of
+    one memory costs well under 200 KB."""
+    users = 100
+    with engine_factory(config) as engine:
+        for number in range(users):
+            engine.add_many([MemoryInput(f"User {number} likes tea with lemon.")], user_id=f"user-{number}")
+        assert engine.backend.size_bytes() / users < 200_000
