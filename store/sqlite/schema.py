@@ -278,9 +278,21 @@ def m008_partitioned_vectors(conn: apsw.Connection, dimension: int) -> None:
         conn.execute(f"DROP TABLE m008_{table}")
 
 
+def m009_scoped_expiry_index(conn: apsw.Connection, dimension: int) -> None:
+    """Counting a scope's expired memories walked every dated memory in the file: the expiry
+    index leads with the user now, as on PostgreSQL, so the count reads the user's dated ones."""
+    conn.execute(
+        """
+        DROP INDEX memories_expiration;
+        CREATE INDEX memories_expiration ON memories(user_id, expiration_date) WHERE expiration_date IS NOT NULL;
+        """
+    )
+
+
 MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (
     m001_initial, m002_expiry_index, m003_restore_event, m004_tokens, m005_keyword_postings,
     m006_token_sessions_cleared, m007_analysis_degraded, m008_partitioned_vectors,
+    m009_scoped_expiry_index,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,6 +1,8 @@
-"""SQLite's vector tables are partitioned by user (migration m008), so a KNN within a user reads
-that user's vectors alone: a file of the earlier layout is rebuilt on open with every vector
-kept and every search unchanged, and a store of many small users stays small on disk."""
+"""What one user's search reads in an SQLite file is bounded by that user's memories. The vector
+tables are partitioned by user (migration m008): a file of the earlier layout is rebuilt on open
+with every vector kept and every search unchanged, and a store of many small users stays small
+on disk. The count of a user's expired memories reads that user's dated memories alone
+(migration m009)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import apsw
 import pytest
 
 from store import Config, Engine, MemoryInput
+from store.scope import Scope
 from store.sqlite import connection, schema
 
 ALICE = [
@@ -46,7 +49,7 @@ def table_sql(path: Path) -> dict[str, str]:
 
 def back_to_schema_7(path: Path, dimension: int) -> None:
     """Give a current file the vector tables migration m001 made (unpartitioned), every vector
-    copied across, and the schema version before m008."""
+    copied across, m002's expiry index, and the schema version before m008."""
     scratch = apsw.Connection(":memory:")
     connection.connection_sqlite_vec(scratch)
     schema.m001_initial(scratch, dimension)
@@ -63,6 +66,8 @@ def back_to_schema_7(path: Path, dimension: int) -> None:
             conn.execute(ddl)
             conn.execute(f"INSERT INTO {table}({key}, embedding, user_id, agent_id, run_id) SELECT * FROM kept")
             conn.execute("DROP TABLE kept")
+        conn.execute("DROP INDEX memories_expiration")
+        schema.m002_expiry_index(conn, dimension)
         conn.execute("UPDATE schema_version SET version = 7")
     conn.close()
 
@@ -109,3 +114,19 @@ def test_many_small_users_stay_small_on_disk(config: Config, engine_factory: Cal
         for number in range(users):
             engine.add_many([MemoryInput(f"User {number} likes tea with lemon.")], user_id=f"user-{number}")
         assert engine.backend.size_bytes() / users < 200_000
+
+
+@pytest.mark.only_on("sqlite")
+def test_counting_a_users_expired_memories_seeks_that_users_dated_ones(engine: Engine) -> None:
+    engine.add_many([MemoryInput("Alice's passport expires soon.")], user_id="alice", expiration_date="2027-01-02")
+    engine.add_many([MemoryInput("Bob's visa ran out.")], user_id="bob", expiration_date="2027-01-02")
+    statements: list[tuple[str, tuple]] = []
+    with engine.backend.snapshot() as view:
+        view.conn.exec_trace = lambda _cursor, sql, bindings: statements.append((sql, bindings)) or True
+        try:
+            assert view.count_expired(Scope("alice"), "2027-06-01") == 1
+        finally:
+            view.conn.exec_trace = None
+        ((sql, bindings),) = statements
+        plan = " ".join(row[3] for row in view.conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings))
+    assert "SEARCH m USING COVERING INDEX memories_expiration (user_id=?" in plan
