@@ -27,11 +27,11 @@ engine: embedding 100,000 texts takes too long on two cores. Texts are ``corpus.
 (the 2,760 LoCoMo turns, then the same turns with a stop-word opening); the real models
 embed and analyse each real turn once, and a variant takes its turn's analysis and vector
 plus small noise, renormalised (``replay.Replay``). Rows go in through
-``Backend.transaction()``, ``TRANSACTION_ROWS`` per transaction: ``insert_memory``, the
-engine's ``link_entities`` and the ADD event, as ``Engine.add_many`` writes them. On
-PostgreSQL the two HNSW indexes are dropped before the load and rebuilt after it, as the
-live database defines them (``pg_get_indexdef``), with ``maintenance_work_mem = 1GB``; the
-build is timed on its own, then the tables are analysed.
+``Backend.transaction()``, ``TRANSACTION_ROWS`` per transaction, by ``store.writes.write_memories``
+as ``Engine.add_many`` writes them: rows, vectors and postings (PostgreSQL: COPY), entity links,
+the ADD events. On PostgreSQL the two HNSW indexes are dropped before the load and rebuilt
+after it, as the live database defines them (``pg_get_indexdef``), with
+``maintenance_work_mem = 1GB``; the build is timed on its own, then the tables are analysed.
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ from bench.timing import percentiles
 from store import Config, Engine, clock, load_config
 from store.analysis.embeddings import Embedder
 from store.analysis.entities import Entity
-from store.analysis.linking import link_entities
 from store.analysis.nlp import NLP
 from store.backend import Backend, NewMemory
 from store.engine import MemoryInput
@@ -66,6 +65,7 @@ from store.ranking import scoring
 from store.records import HistoryEvent
 from store.scope import Scope
 from store.validation import normalized_hash
+from store.writes import MemoryWrite, write_memories
 
 SQLITE, POSTGRES = "SQLite", "PostgreSQL"
 BACKENDS = (SQLITE, POSTGRES)
@@ -167,16 +167,17 @@ class Pool:
 
 def bulk_load(backend: Backend, rows: Sequence[Row], entity_vectors: dict[str, Any]) -> float:
     """Write the rows through the seam, ``TRANSACTION_ROWS`` per transaction, as ``Engine.add_many``
-    writes a memory (row, vector, keyword postings, entity links, ADD event); seconds taken."""
+    writes memories (``store.writes.write_memories``: rows, vectors and postings, entity links, the
+    ADD events); seconds taken."""
     started = time.perf_counter()
     for lo in range(0, len(rows), TRANSACTION_ROWS):
+        writes = [
+            MemoryWrite(row.memory, row.entities, [HistoryEvent(
+                row.memory.id, "ADD", None, row.memory.text, None, row.memory.metadata, row.memory.created_at)])
+            for row in rows[lo : lo + TRANSACTION_ROWS]
+        ]
         with backend.transaction() as txn:
-            for row in rows[lo : lo + TRANSACTION_ROWS]:
-                memory = row.memory
-                rowid = txn.insert_memory(memory)
-                link_entities(txn, rowid, memory.scope, row.entities, entity_vectors)
-                txn.add_history(memory.id, memory.scope, HistoryEvent(
-                    memory.id, "ADD", None, memory.text, None, memory.metadata, memory.created_at))
+            write_memories(txn, writes, entity_vectors)
     return time.perf_counter() - started
 
 

@@ -310,8 +310,10 @@ class Transaction(Snapshot, Protocol):
     changes them until it commits: SQLite admits one writer at a time, PostgreSQL locks the
     rows read. Two concurrent updates of one memory therefore both count."""
 
-    def insert_memory(self, memory: NewMemory) -> int:
-        """Store a memory, its vector and keyword row; return its key."""
+    def insert_memories(self, memories: Sequence[NewMemory]) -> list[int]:
+        """Store memories, each with its vector and keyword postings, keyed in the order given (a
+        memory ``gap_before`` is kept apart from the one before); return their keys. PostgreSQL
+        sends them with COPY."""
     def rewrite_text(
         self, rowid: int, *, text: str, text_lemmatized: str, text_hash: str, embedding: np.ndarray,
         scope: Scope, updated_at: str,
@@ -329,14 +331,16 @@ class Transaction(Snapshot, Protocol):
         """Set or clear (``None``) a memory's expiration date."""
     def delete_memory(self, rowid: int, scope: Scope) -> None:
         """Delete a memory with its vector, keyword row and links (its entities may be left orphaned)."""
-    def add_history(self, memory_id: str, scope: Scope, event: HistoryEvent) -> None:
-        """Record one event of a memory, filed under the memory's scope."""
+    def add_history(self, events: Sequence[tuple[str, Scope, HistoryEvent]]) -> None:
+        """Record events as (memory id, the memory's scope, event), in the order given, each filed
+        under the memory's scope."""
     def insert_entity(
         self, scope: Scope, text: str, normalized: str, entity_type: str, embedding: np.ndarray
     ) -> int:
         """Create an entity and its vector; return its id."""
-    def link_entity(self, rowid: int, entity_id: int, scope: Scope) -> None:
-        """Link a memory to an entity (idempotent)."""
+    def insert_links(self, links: Sequence[tuple[int, int, Scope]]) -> None:
+        """Link memories to entities, as (memory key, entity id, the memory's scope); a link that
+        exists already is left as it is."""
     def unlink_entities(self, rowid: int, scope: Scope) -> None:
         """Drop a memory's entity links."""
     def delete_orphan_entities(self) -> None:

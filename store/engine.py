@@ -72,6 +72,7 @@ from store.validation import (
     normalized_hash,
     scope_keys_in,
 )
+from store.writes import MemoryWrite, write_memories
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,12 @@ def _scope_if_named(user_id: Any, agent_id: Any, run_id: Any) -> Scope | None:
     if user_id is None and agent_id is None and run_id is None:
         return None
     return check_scope(user_id, agent_id, run_id)
+
+
+def _same_memory(one: CheckedMemory, other: CheckedMemory) -> bool:
+    """Whether two memories of one write cannot both be stored: the same text in the same scope,
+    or the same id."""
+    return (one.scope, one.hash) == (other.scope, other.hash) or (one.id is not None and one.id == other.id)
 
 
 def open_backend(
@@ -319,11 +326,21 @@ class Engine:
         stamp = clock.now()
         cancellation.checkpoint()
         with self.backend.transaction() as txn:
+            pending: dict[int, MemoryWrite] = {}
+
+            def write_pending() -> None:
+                write_memories(txn, list(pending.values()), entity_vectors)
+                for j in pending:
+                    outcomes[j] = ("ADD", txn.find_by_hash(memories[j].scope, memories[j].hash))
+                pending.clear()
+
             skipped = False  # the memory before this one was not written, so this one is no neighbour of the last
             for i, item in enumerate(memories):
                 if i not in modelled:
                     skipped = True
                     continue
+                if any(_same_memory(item, memories[j]) for j in pending):
+                    write_pending()  # so that ``stored`` finds the twin written before it
                 if outcome := stored(txn, item):
                     outcomes[i], skipped = outcome, True  # another process stored it since we looked
                     continue
@@ -337,12 +354,9 @@ class Engine:
                     gap_before=item.gap_before or (gap_after_skip and skipped), analysis_degraded=analysis.degraded,
                 )
                 skipped = False
-                rowid = txn.insert_memory(memory)
-                link_entities(txn, rowid, item.scope, analysis.entities, entity_vectors)
                 added = HistoryEvent(memory.id, "ADD", None, item.text, None, item.metadata, created_at)
-                for event in item.history or [added]:
-                    txn.add_history(memory.id, item.scope, event)
-                outcomes[i] = ("ADD", txn.find_by_hash(item.scope, item.hash))
+                pending[i] = MemoryWrite(memory, analysis.entities, item.history or [added])
+            write_pending()
         return outcomes
 
     def update(
@@ -411,8 +425,8 @@ class Engine:
             txn.set_metadata(row.rowid, row.scope, final_metadata, stamp)
             if clear_expiration or new_expiration is not None:
                 txn.set_expiration(row.rowid, row.scope, new_expiration, stamp)
-            txn.add_history(row.id, row.scope,
-                            HistoryEvent(row.id, "UPDATE", row.text, final_text, row.metadata, final_metadata, stamp))
+            txn.add_history([(row.id, row.scope, HistoryEvent(
+                row.id, "UPDATE", row.text, final_text, row.metadata, final_metadata, stamp))])
             return to_memory(ids.get_row(txn, memory_id, scope))
 
     def delete(
@@ -482,8 +496,8 @@ class Engine:
     def _delete_row(txn: Transaction, row: MemoryRow) -> None:
         """Delete one row and record it; the caller removes orphaned entities once afterwards."""
         txn.delete_memory(row.rowid, row.scope)
-        txn.add_history(row.id, row.scope, HistoryEvent(row.id, "DELETE", row.text, None, row.metadata, None,
-                                                        clock.now()))
+        txn.add_history([(row.id, row.scope, HistoryEvent(
+            row.id, "DELETE", row.text, None, row.metadata, None, clock.now()))])
 
     def _analyse_and_embed(self, texts: list[str]) -> tuple[list[Analysis], np.ndarray, dict[str, np.ndarray]]:
         """Analyse texts with the NLP pipeline while they embed on the side thread (ONNX Runtime

@@ -30,7 +30,7 @@ def age(engine: Engine) -> None:
         for text, terms in OLD_TERMS.items():
             txn.set_terms(rows[text].rowid, scope, terms)
         allergic = txn.insert_entity(scope, "Allergic", "allergic", "ORG", engine.embedder.embed_batch(["allergic"])[0])
-        txn.link_entity(rows["Andreas Weber: Allergic to penicillin"].rowid, allergic, scope)
+        txn.insert_links([(rows["Andreas Weber: Allergic to penicillin"].rowid, allergic, scope)])
         txn.set_analysis_version(1)
 
 

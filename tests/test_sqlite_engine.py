@@ -85,7 +85,7 @@ def test_a_failure_mid_write_leaves_no_partial_rows(engine: Engine, monkeypatch:
     def explode(*args, **kwargs):
         raise RuntimeError("disk pulled out mid-write")
 
-    monkeypatch.setattr(EntityWrites, "link_entity", explode)
+    monkeypatch.setattr(EntityWrites, "insert_links", explode)
     with pytest.raises(RuntimeError):
         engine.add_many([MemoryInput("Ana flew to Tokyo with Delta"), MemoryInput("Ana met Kenji")], user_id="ana")
     assert table_counts(engine) == before

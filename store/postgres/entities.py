@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from store.backend import MemoryRow
@@ -65,11 +67,15 @@ class EntityWrites(Statements):
         )
         return row[0] if row else self.find_entity_exact(scope, normalized)
 
-    def link_entity(self, rowid: int, entity_id: int, scope: Scope) -> None:
-        self.conn.execute(
-            "INSERT INTO memory_entities (user_id, memory_rowid, entity_id) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-            (scope.user_id, rowid, entity_id),
-        )
+    def insert_links(self, links: Sequence[tuple[int, int, Scope]]) -> None:
+        """One statement for them all: the links as three arrays."""
+        if links:
+            self.conn.execute(
+                "INSERT INTO memory_entities (user_id, memory_rowid, entity_id) "
+                "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) ON CONFLICT DO NOTHING",
+                ([scope.user_id for _, _, scope in links], [rowid for rowid, _, _ in links],
+                 [entity_id for _, entity_id, _ in links]),
+            )
 
     def unlink_entities(self, rowid: int, scope: Scope) -> None:
         self.unlinked.update(

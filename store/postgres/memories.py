@@ -99,31 +99,37 @@ class MemoryReads(shared.MemoryReads, Statements):
 class MemoryWrites(shared.MemoryWrites, Statements):
     """Memory rows, their postings and history as a transaction writes them."""
 
-    def insert_memory(self, memory: NewMemory) -> int:
-        if memory.gap_before:
-            self.conn.execute("SELECT nextval('memory_keys')")
-        frequencies = term_frequencies(memory.text_lemmatized)
-        (rowid,) = self.row(
-            "INSERT INTO memories (id, text, text_lemmatized, terms, hash, user_id, agent_id, run_id, actor_id, "
-            "role, metadata, created_at, updated_at, expiration_date, embedding, analysis_degraded) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid",
+    MEMORY_COLUMNS = (
+        "rowid", "id", "text", "text_lemmatized", "terms", "hash", "user_id", "agent_id", "run_id", "actor_id",
+        "role", "metadata", "created_at", "updated_at", "expiration_date", "embedding", "analysis_degraded",
+    )
+    POSTING_COLUMNS = ("user_id", "term", "memory_rowid", "frequency")
+
+    def insert_memories(self, memories: Sequence[NewMemory]) -> list[int]:
+        """Keys drawn from the sequence first, in one statement (one more before each memory kept
+        apart from the one before), then the rows and their postings each in one COPY."""
+        if not memories:
+            return []
+        drawn = iter(sorted(row[0] for row in self.rows(
+            "SELECT nextval('memory_keys') FROM generate_series(1, %s)",
+            (len(memories) + sum(memory.gap_before for memory in memories),),
+        )))
+        keys = [(next(drawn), next(drawn))[1] if memory.gap_before else next(drawn) for memory in memories]
+        frequencies = [term_frequencies(memory.text_lemmatized) for memory in memories]
+        self.write_rows("memories", self.MEMORY_COLUMNS, [
             (
-                memory.id, memory.text, memory.text_lemmatized, frequencies.total(), memory.hash,
+                key, memory.id, memory.text, memory.text_lemmatized, counts.total(), memory.hash,
                 *memory.scope.values(), memory.actor_id, memory.role, DIALECT.json_param(memory.metadata),
                 memory.created_at, memory.updated_at, memory.expiration_date, vector(memory.embedding),
                 memory.analysis_degraded,
-            ),
-        )
-        self._post_terms(memory.scope.user_id, rowid, frequencies)
-        return rowid
-
-    def _post_terms(self, user_id: str, rowid: int, frequencies: dict[str, int]) -> None:
-        if frequencies:
-            self.conn.execute(
-                "INSERT INTO memory_terms (user_id, term, memory_rowid, frequency) "
-                "SELECT %s, term, %s, frequency FROM unnest(%s::text[], %s::integer[]) AS t(term, frequency)",
-                (user_id, rowid, list(frequencies), list(frequencies.values())),
             )
+            for key, memory, counts in zip(keys, memories, frequencies)
+        ])
+        self.write_rows("memory_terms", self.POSTING_COLUMNS, [
+            (memory.scope.user_id, term, key, frequency)
+            for key, memory, counts in zip(keys, memories, frequencies) for term, frequency in counts.items()
+        ])
+        return keys
 
     def rewrite_text(
         self, rowid: int, *, text: str, text_lemmatized: str, text_hash: str, embedding: np.ndarray,
@@ -142,7 +148,8 @@ class MemoryWrites(shared.MemoryWrites, Statements):
             (text_lemmatized, frequencies.total(), scope.user_id, rowid),
         )
         self.conn.execute("DELETE FROM memory_terms WHERE user_id = %s AND memory_rowid = %s", (scope.user_id, rowid))
-        self._post_terms(scope.user_id, rowid, frequencies)
+        self.write_rows("memory_terms", self.POSTING_COLUMNS,
+                        [(scope.user_id, term, rowid, frequency) for term, frequency in frequencies.items()])
 
     def set_analysis_degraded(self, rowid: int, scope: Scope, degraded: bool) -> None:
         self.conn.execute("UPDATE memories SET analysis_degraded = %s WHERE user_id = %s AND rowid = %s",

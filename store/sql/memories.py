@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from store.backend import MemoryRow
@@ -103,14 +104,20 @@ class MemoryWrites(Statements):
             (str(version),),
         )
 
-    def add_history(self, memory_id: str, scope: Scope, event: HistoryEvent) -> None:
-        """Filed with the scope, so history stays scoped after a delete."""
+    HISTORY_COLUMNS = (
+        "memory_id", "event", "old_text", "new_text", "old_metadata", "new_metadata", "user_id", "agent_id",
+        "run_id", "created_at",
+    )
+
+    def history_rows(self, events: Sequence[tuple[str, Scope, HistoryEvent]]) -> list[tuple[Any, ...]]:
+        """Each event as a row of ``HISTORY_COLUMNS``, filed with its memory's scope, so history
+        stays scoped after a delete."""
         encode = self.dialect.json_param
-        self.conn.execute(
-            "INSERT INTO history (memory_id, event, old_text, new_text, old_metadata, new_metadata, "
-            f"user_id, agent_id, run_id, created_at) VALUES ({self.dialect.marks(10)})",
-            (
-                memory_id, event.event, event.old_text, event.new_text, encode(event.old_metadata),
-                encode(event.new_metadata), *scope.values(), event.created_at,
-            ),
-        )
+        return [
+            (memory_id, event.event, event.old_text, event.new_text, encode(event.old_metadata),
+             encode(event.new_metadata), *scope.values(), event.created_at)
+            for memory_id, scope, event in events
+        ]
+
+    def add_history(self, events: Sequence[tuple[str, Scope, HistoryEvent]]) -> None:
+        self.write_rows("history", self.HISTORY_COLUMNS, self.history_rows(events))

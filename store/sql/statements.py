@@ -27,3 +27,8 @@ class Statements:
     def row(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         """The first row of one statement, if any."""
         return self.conn.execute(sql, params).fetchone()
+
+    def write_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Append rows of ``columns`` to ``table`` in one go, the way the backend loads many rows
+        fastest (each backend's subclass says how)."""
+        raise NotImplementedError

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from store.backend import MemoryRow
@@ -75,9 +77,9 @@ class EntityWrites(Statements):
             (vector_blob(embedding), entity_id),
         )
 
-    def link_entity(self, rowid: int, entity_id: int, scope: Scope) -> None:
-        self.conn.execute("INSERT OR IGNORE INTO memory_entities(memory_rowid, entity_id) VALUES (?, ?)",
-                          (rowid, entity_id))
+    def insert_links(self, links: Sequence[tuple[int, int, Scope]]) -> None:
+        self.conn.executemany("INSERT OR IGNORE INTO memory_entities(memory_rowid, entity_id) VALUES (?, ?)",
+                              [(rowid, entity_id) for rowid, entity_id, _ in links])
 
     def unlink_entities(self, rowid: int, scope: Scope) -> None:
         self.conn.execute("DELETE FROM memory_entities WHERE memory_rowid = ?", (rowid,))

@@ -97,7 +97,11 @@ class MemoryReads(shared.MemoryReads, Statements):
 class MemoryWrites(shared.MemoryWrites, Statements):
     """Memory rows, their vectors, postings and history as a transaction writes them."""
 
-    def insert_memory(self, memory: NewMemory) -> int:
+    def insert_memories(self, memories: Sequence[NewMemory]) -> list[int]:
+        """One at a time: each row's key comes from the insert itself."""
+        return [self._insert_memory(memory) for memory in memories]
+
+    def _insert_memory(self, memory: NewMemory) -> int:
         rowid = None
         if memory.gap_before:
             rowid = self.conn.execute("SELECT coalesce(max(rowid), 0) + 2 FROM memories").fetchone()[0]

@@ -7,6 +7,7 @@ this package and filter SQL from ``store.sqlite.filters``, which binds its value
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -42,3 +43,10 @@ class Statements(statements.Statements):
     """A connection inside a read or write transaction, which the statement mixins query."""
 
     dialect = DIALECT
+
+    def write_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """One prepared ``INSERT`` run for every row (the file is in this process: no round trips)."""
+        if rows:
+            self.conn.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({DIALECT.marks(len(columns))})", rows
+            )
