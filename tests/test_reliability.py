@@ -91,7 +91,12 @@ DAMAGE = {
         "INSERT INTO memory_vectors(memory_rowid, embedding, user_id, agent_id, run_id) "
         "SELECT 999, embedding, 'ana', '', '' FROM memory_vectors WHERE memory_rowid = 1"
     ),
-    "vector_scope": "UPDATE memory_vectors SET user_id = 'mallory' WHERE memory_rowid = 2",
+    "vector_scope": (  # vec0 cannot change a partition key in place: the vector is filed again
+        "CREATE TEMP TABLE moved AS SELECT embedding FROM memory_vectors WHERE memory_rowid = 2; "
+        "DELETE FROM memory_vectors WHERE memory_rowid = 2; "
+        "INSERT INTO memory_vectors(memory_rowid, embedding, user_id, agent_id, run_id) "
+        "SELECT 2, embedding, 'mallory', '', '' FROM moved; DROP TABLE moved"
+    ),
     "terms_without_memory": (
         "PRAGMA foreign_keys = OFF; INSERT INTO memory_terms VALUES ('ana', 'ghost', 777, 1); PRAGMA foreign_keys = ON"
     ),
@@ -117,7 +122,13 @@ DAMAGE = {
         "INSERT INTO entity_vectors(entity_id, embedding, user_id, agent_id, run_id) "
         "SELECT 999, embedding, 'ana', '', '' FROM entity_vectors LIMIT 1"
     ),
-    "entity_vector_scope": "UPDATE entity_vectors SET user_id = 'mallory' WHERE entity_id = (SELECT min(id) FROM entities)",
+    "entity_vector_scope": (
+        "CREATE TEMP TABLE moved AS SELECT entity_id, embedding FROM entity_vectors "
+        "WHERE entity_id = (SELECT min(id) FROM entities); "
+        "DELETE FROM entity_vectors WHERE entity_id = (SELECT entity_id FROM moved); "
+        "INSERT INTO entity_vectors(entity_id, embedding, user_id, agent_id, run_id) "
+        "SELECT entity_id, embedding, 'mallory', '', '' FROM moved; DROP TABLE moved"
+    ),
 }
 
 
