@@ -118,6 +118,17 @@ class NewMemory:
     memory is counted by the check and analysed again (``Snapshot.degraded_memories``)."""
 
 
+@dataclass(frozen=True)
+class NewEntity:
+    """An entity to create, filed under exactly ``scope``."""
+
+    scope: Scope
+    text: str
+    normalized: str
+    entity_type: str
+    embedding: np.ndarray
+
+
 def to_memory(row: MemoryRow) -> Memory:
     """The public view of a stored row ('' scope ids become ``None``)."""
     return Memory(
@@ -290,10 +301,12 @@ class Snapshot(Protocol):
         """The memories among ``rowids`` whose text ends with a question mark."""
 
     # entities, as linking reads them
-    def find_entity_exact(self, scope: Scope, normalized: str) -> int | None:
-        """The entity with this normalised text filed under exactly ``scope``."""
-    def nearest_entity(self, scope: Scope, embedding: np.ndarray) -> tuple[int, float] | None:
-        """The closest entity filed under exactly ``scope``, and its cosine distance."""
+    def find_entities(self, names: Sequence[tuple[Scope, str]]) -> dict[tuple[Scope, str], int]:
+        """The id of each entity filed under exactly the scope with the normalised text, as
+        (scope, normalised text) pairs; those not stored are left out."""
+    def nearest_entities(self, queries: Sequence[tuple[Scope, np.ndarray]]) -> list[tuple[int, float] | None]:
+        """For each (scope, embedding), the closest entity filed under exactly that scope and its
+        cosine distance (the lower id of two as close), or ``None`` when the scope has none."""
 
     # access tokens (not per-user data: one table for the whole store)
     def token_by_hash(self, token_hash: str) -> TokenRow | None:
@@ -334,10 +347,9 @@ class Transaction(Snapshot, Protocol):
     def add_history(self, events: Sequence[tuple[str, Scope, HistoryEvent]]) -> None:
         """Record events as (memory id, the memory's scope, event), in the order given, each filed
         under the memory's scope."""
-    def insert_entity(
-        self, scope: Scope, text: str, normalized: str, entity_type: str, embedding: np.ndarray
-    ) -> int:
-        """Create an entity and its vector; return its id."""
+    def insert_entities(self, entities: Sequence[NewEntity]) -> list[int]:
+        """Create entities with their vectors, ids in the order given; an entity another writer
+        has just created under the same scope and name is that one."""
     def insert_links(self, links: Sequence[tuple[int, int, Scope]]) -> None:
         """Link memories to entities, as (memory key, entity id, the memory's scope); a link that
         exists already is left as it is."""

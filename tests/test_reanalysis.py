@@ -11,6 +11,7 @@ from store import Config, Engine, MemoryInput
 from store.analysis.embeddings import OnnxEmbedder
 from store.analysis.nlp import NLP
 from store.analysis.reanalysis import ANALYSIS_VERSION
+from store.backend import NewEntity
 from store.scope import Scope
 
 OLD_TERMS = {
@@ -29,7 +30,8 @@ def age(engine: Engine) -> None:
     with engine.backend.transaction() as txn:
         for text, terms in OLD_TERMS.items():
             txn.set_terms(rows[text].rowid, scope, terms)
-        allergic = txn.insert_entity(scope, "Allergic", "allergic", "ORG", engine.embedder.embed_batch(["allergic"])[0])
+        vector = engine.embedder.embed_batch(["allergic"])[0]
+        (allergic,) = txn.insert_entities([NewEntity(scope, "Allergic", "allergic", "ORG", vector)])
         txn.insert_links([(rows["Andreas Weber: Allergic to penicillin"].rowid, allergic, scope)])
         txn.set_analysis_version(1)
 

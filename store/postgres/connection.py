@@ -93,7 +93,10 @@ def driver_error(exc: psycopg.Error, where: str) -> TrimemError:
     detail = (getattr(exc, "diag", None) and exc.diag.message_primary) or str(exc).strip().splitlines()[0]
     if isinstance(exc, pg.DiskFull):
         return DiskFull(where)
-    if isinstance(exc, pg.UntranslatableCharacter) or isinstance(exc, psycopg.DataError) and "NUL" in str(exc):
+    # A NUL is refused by psycopg for a bound parameter, and by the server in a COPY's text
+    if isinstance(exc, pg.UntranslatableCharacter) or isinstance(exc, psycopg.DataError) and (
+        "NUL" in str(exc) or "0x00" in detail
+    ):
         return InvalidArgument("PostgreSQL cannot store the character U+0000 (NUL) in a text, an id or metadata; "
                                "remove it and send the rest")
     if 'extension "vector"' in detail:

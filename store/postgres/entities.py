@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from store.backend import MemoryRow
+from store.backend import MemoryRow, NewEntity
 from store.scope import Scope
 from store.sql import entities as shared
 from store.sql.text import memory_columns
@@ -14,17 +14,42 @@ from store.sql.text import memory_columns
 from .sql import DIALECT, Statements, user_sql, vector
 
 
+def _columns(rows: Sequence[tuple[object, ...]]) -> list[list[object]]:
+    """Rows (at least one) as column lists, each bound as one array."""
+    return [list(column) for column in zip(*rows)]
+
+
 class EntityReads(shared.EntityReads, Statements):
     """Entities as linking and the entity views read them."""
 
-    def nearest_entity(self, scope: Scope, embedding: np.ndarray) -> tuple[int, float] | None:
-        """An exact scan of the scope's entities: one scope holds few."""
-        row = self.row(
-            f"SELECT id, embedding <=> %s AS distance FROM entities WHERE {DIALECT.exact_scope_sql()} "
-            "ORDER BY distance, id LIMIT 1",
-            (vector(embedding), *scope.values()),
+    def find_entities(self, names: Sequence[tuple[Scope, str]]) -> dict[tuple[Scope, str], int]:
+        """Every name in one statement, the names as arrays."""
+        if not names:
+            return {}
+        rows = self.rows(
+            "SELECT e.user_id, e.agent_id, e.run_id, e.normalized, e.id FROM entities e "
+            "JOIN unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS q(user_id, agent_id, run_id, normalized) "
+            "USING (user_id, agent_id, run_id, normalized)",
+            _columns([(*scope.values(), name) for scope, name in names]),
         )
-        return (row[0], row[1]) if row else None
+        return {(Scope(user, agent, run), name): entity_id for user, agent, run, name, entity_id in rows}
+
+    def nearest_entities(self, queries: Sequence[tuple[Scope, np.ndarray]]) -> list[tuple[int, float] | None]:
+        """Every query in one statement: for each, an exact scan of its scope's entities (one
+        scope holds few)."""
+        if not queries:
+            return []
+        rows = self.rows(  # %b: the vectors go as their floats (binary), not as their text
+            "SELECT q.i, e.id, e.distance FROM unnest(%s::text[], %s::text[], %s::text[], %b::vector[]) "
+            "WITH ORDINALITY AS q(user_id, agent_id, run_id, embedding, i) CROSS JOIN LATERAL ("
+            "SELECT id, embedding <=> q.embedding AS distance FROM entities WHERE user_id = q.user_id "
+            "AND agent_id = q.agent_id AND run_id = q.run_id ORDER BY distance, id LIMIT 1) e",
+            _columns([(*scope.values(), vector(embedding)) for scope, embedding in queries]),
+        )
+        nearest: list[tuple[int, float] | None] = [None] * len(queries)
+        for i, entity_id, distance in rows:
+            nearest[i - 1] = (entity_id, distance)
+        return nearest
 
     def memory_entity_names(self, rowid: int, scope: Scope) -> list[str]:
         user, params = user_sql(scope, "l")
@@ -55,17 +80,22 @@ class EntityWrites(Statements):
 
     unlinked: set[tuple[str, int]]
 
-    def insert_entity(
-        self, scope: Scope, text: str, normalized: str, entity_type: str, embedding: np.ndarray
-    ) -> int:
-        """Another server may have created the same entity since this one looked: then it is that one."""
-        row = self.row(
+    def insert_entities(self, entities: Sequence[NewEntity]) -> list[int]:
+        """Every entity in one statement, in the order given. Another server may have created the
+        same entity since this one looked: then it is that one."""
+        if not entities:
+            return []
+        self.conn.execute(
             "INSERT INTO entities (user_id, agent_id, run_id, text, normalized, entity_type, embedding) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (user_id, agent_id, run_id, normalized) DO NOTHING "
-            "RETURNING id",
-            (*scope.values(), text, normalized, entity_type, vector(embedding)),
+            "SELECT user_id, agent_id, run_id, text, normalized, entity_type, embedding "
+            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %b::vector[]) "
+            "WITH ORDINALITY AS q(user_id, agent_id, run_id, text, normalized, entity_type, embedding, i) "
+            "ORDER BY i ON CONFLICT (user_id, agent_id, run_id, normalized) DO NOTHING",
+            _columns([(*entity.scope.values(), entity.text, entity.normalized, entity.entity_type,
+                       vector(entity.embedding)) for entity in entities]),
         )
-        return row[0] if row else self.find_entity_exact(scope, normalized)
+        ids = self.find_entities([(entity.scope, entity.normalized) for entity in entities])
+        return [ids[(entity.scope, entity.normalized)] for entity in entities]
 
     def insert_links(self, links: Sequence[tuple[int, int, Scope]]) -> None:
         """One statement for them all: the links as three arrays."""

@@ -26,6 +26,16 @@ _CANDIDATES_SQL = {
                "ORDER BY memory_id LIMIT %s",
 }
 
+MEMORY_COLUMNS = {
+    "rowid": "int8", "id": "text", "text": "text", "text_lemmatized": "text", "terms": "int4", "hash": "text",
+    "user_id": "text", "agent_id": "text", "run_id": "text", "actor_id": "text", "role": "text",
+    "metadata": "jsonb", "created_at": "text", "updated_at": "text", "expiration_date": "text",
+    "embedding": "vector", "analysis_degraded": "bool",
+}
+"""The columns a new memory fills, with their types for a binary COPY."""
+POSTING_COLUMNS = ("user_id", "term", "memory_rowid", "frequency")
+"""The columns of a keyword posting."""
+
 EXPORT_BATCH = 500
 """Rows fetched at a time by an export's server-side cursor."""
 
@@ -99,11 +109,6 @@ class MemoryReads(shared.MemoryReads, Statements):
 class MemoryWrites(shared.MemoryWrites, Statements):
     """Memory rows, their postings and history as a transaction writes them."""
 
-    MEMORY_COLUMNS = (
-        "rowid", "id", "text", "text_lemmatized", "terms", "hash", "user_id", "agent_id", "run_id", "actor_id",
-        "role", "metadata", "created_at", "updated_at", "expiration_date", "embedding", "analysis_degraded",
-    )
-    POSTING_COLUMNS = ("user_id", "term", "memory_rowid", "frequency")
 
     def insert_memories(self, memories: Sequence[NewMemory]) -> list[int]:
         """Keys drawn from the sequence first, in one statement (one more before each memory kept
@@ -116,7 +121,7 @@ class MemoryWrites(shared.MemoryWrites, Statements):
         )))
         keys = [(next(drawn), next(drawn))[1] if memory.gap_before else next(drawn) for memory in memories]
         frequencies = [term_frequencies(memory.text_lemmatized) for memory in memories]
-        self.write_rows("memories", self.MEMORY_COLUMNS, [
+        self.write_rows("memories", list(MEMORY_COLUMNS), [
             (
                 key, memory.id, memory.text, memory.text_lemmatized, counts.total(), memory.hash,
                 *memory.scope.values(), memory.actor_id, memory.role, DIALECT.json_param(memory.metadata),
@@ -124,8 +129,8 @@ class MemoryWrites(shared.MemoryWrites, Statements):
                 memory.analysis_degraded,
             )
             for key, memory, counts in zip(keys, memories, frequencies)
-        ])
-        self.write_rows("memory_terms", self.POSTING_COLUMNS, [
+        ], list(MEMORY_COLUMNS.values()))
+        self.write_rows("memory_terms", POSTING_COLUMNS, [
             (memory.scope.user_id, term, key, frequency)
             for key, memory, counts in zip(keys, memories, frequencies) for term, frequency in counts.items()
         ])
@@ -148,7 +153,7 @@ class MemoryWrites(shared.MemoryWrites, Statements):
             (text_lemmatized, frequencies.total(), scope.user_id, rowid),
         )
         self.conn.execute("DELETE FROM memory_terms WHERE user_id = %s AND memory_rowid = %s", (scope.user_id, rowid))
-        self.write_rows("memory_terms", self.POSTING_COLUMNS,
+        self.write_rows("memory_terms", POSTING_COLUMNS,
                         [(scope.user_id, term, rowid, frequency) for term, frequency in frequencies.items()])
 
     def set_analysis_degraded(self, rowid: int, scope: Scope, degraded: bool) -> None:

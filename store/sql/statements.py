@@ -28,7 +28,10 @@ class Statements:
         """The first row of one statement, if any."""
         return self.conn.execute(sql, params).fetchone()
 
-    def write_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    def write_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Sequence[str] = ()
+    ) -> None:
         """Append rows of ``columns`` to ``table`` in one go, the way the backend loads many rows
-        fastest (each backend's subclass says how)."""
+        fastest (each backend's subclass says how); ``types``, the columns' SQL types, lets a
+        backend send the values in a binary format."""
         raise NotImplementedError

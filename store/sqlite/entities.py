@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from store.backend import MemoryRow
+from store.backend import MemoryRow, NewEntity
 from store.scope import Scope
 from store.sql import entities as shared
 from store.sql.text import memory_columns
@@ -21,13 +21,13 @@ ORPHANS_PER_DELETE = 500
 class EntityReads(shared.EntityReads, Statements):
     """Entities as linking and the entity views read them."""
 
-    def nearest_entity(self, scope: Scope, embedding: np.ndarray) -> tuple[int, float] | None:
-        row = self.conn.execute(
-            "SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = 1 "
-            f"AND {DIALECT.exact_scope_sql()}",
-            (vector_blob(embedding), *scope.values()),
-        ).fetchone()
-        return (row[0], row[1]) if row else None
+    def nearest_entities(self, queries: Sequence[tuple[Scope, np.ndarray]]) -> list[tuple[int, float] | None]:
+        """One vec0 KNN of one neighbour per query, in the user's partition."""
+        sql = ("SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = 1 "
+               f"AND {DIALECT.exact_scope_sql()}")
+        rows = [self.conn.execute(sql, (vector_blob(embedding), *scope.values())).fetchone()
+                for scope, embedding in queries]
+        return [(row[0], row[1]) if row else None for row in rows]
 
     def memory_entity_names(self, rowid: int, scope: Scope) -> list[str]:
         return [
@@ -53,16 +53,18 @@ class EntityReads(shared.EntityReads, Statements):
 class EntityWrites(Statements):
     """Entities, their vectors and links as a transaction writes them."""
 
-    def insert_entity(
-        self, scope: Scope, text: str, normalized: str, entity_type: str, embedding: np.ndarray
-    ) -> int:
-        self.conn.execute(
-            "INSERT INTO entities(user_id, agent_id, run_id, text, normalized, entity_type) VALUES (?, ?, ?, ?, ?, ?)",
-            (*scope.values(), text, normalized, entity_type),
-        )
-        entity_id = self.conn.last_insert_rowid()
-        self.put_entity_vector(entity_id, embedding)
-        return entity_id
+    def insert_entities(self, entities: Sequence[NewEntity]) -> list[int]:
+        """One at a time (the single writer: no one else can have made them)."""
+        ids = []
+        for entity in entities:
+            self.conn.execute(
+                "INSERT INTO entities(user_id, agent_id, run_id, text, normalized, entity_type) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (*entity.scope.values(), entity.text, entity.normalized, entity.entity_type),
+            )
+            ids.append(self.conn.last_insert_rowid())
+            self.put_entity_vector(ids[-1], entity.embedding)
+        return ids
 
     def delete_entity_vector(self, entity_id: int) -> None:
         """Drop one entity vector (orphaned, or about to be rewritten)."""

@@ -44,8 +44,11 @@ class Statements(statements.Statements):
 
     dialect = DIALECT
 
-    def write_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """One prepared ``INSERT`` run for every row (the file is in this process: no round trips)."""
+    def write_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Sequence[str] = ()
+    ) -> None:
+        """One prepared ``INSERT`` run for every row (the file is in this process: no round trips,
+        and values are bound as they are, so ``types`` is not needed)."""
         if rows:
             self.conn.executemany(
                 f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({DIALECT.marks(len(columns))})", rows
