@@ -18,8 +18,10 @@ from .sql import DIALECT, Statements, user_sql, vector
 EXACT_SCAN_ROWS = 10_000
 """Up to this many candidate rows, nearest neighbours are found by an exact scan (exactly the
 nearest, as on SQLite, in a few milliseconds); beyond, by the HNSW index."""
-HNSW_EF_SEARCH_MIN = 100
-"""The HNSW candidate list is at least this long, and at least twice the neighbours asked for."""
+HNSW_EF_SEARCH_MIN = 800
+"""The HNSW candidate list is at least this long, and at least twice the neighbours asked for.
+In one scope of 100,000 LoCoMo turns and their near-copies, recall@10 against the exact KNN is
+0.995 at 800 (4.6 ms), 0.962 at 400 and 0.764 at 100 (1.8 ms)."""
 
 
 class SignalReads(shared.SignalReads, Statements):
