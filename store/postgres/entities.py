@@ -103,8 +103,7 @@ class EntityWrites(Statements):
             self.conn.execute(
                 "INSERT INTO memory_entities (user_id, memory_rowid, entity_id) "
                 "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) ON CONFLICT DO NOTHING",
-                ([scope.user_id for _, _, scope in links], [rowid for rowid, _, _ in links],
-                 [entity_id for _, entity_id, _ in links]),
+                _columns([(scope.user_id, rowid, entity_id) for rowid, entity_id, scope in links]),
             )
 
     def unlink_entities(self, rowid: int, scope: Scope) -> None:

@@ -109,15 +109,11 @@ class MemoryWrites(Statements):
         "run_id", "created_at",
     )
 
-    def history_rows(self, events: Sequence[tuple[str, Scope, HistoryEvent]]) -> list[tuple[Any, ...]]:
-        """Each event as a row of ``HISTORY_COLUMNS``, filed with its memory's scope, so history
-        stays scoped after a delete."""
+    def add_history(self, events: Sequence[tuple[str, Scope, HistoryEvent]]) -> None:
+        """Each event filed with its memory's scope, so history stays scoped after a delete."""
         encode = self.dialect.json_param
-        return [
+        self.write_rows("history", self.HISTORY_COLUMNS, [
             (memory_id, event.event, event.old_text, event.new_text, encode(event.old_metadata),
              encode(event.new_metadata), *scope.values(), event.created_at)
             for memory_id, scope, event in events
-        ]
-
-    def add_history(self, events: Sequence[tuple[str, Scope, HistoryEvent]]) -> None:
-        self.write_rows("history", self.HISTORY_COLUMNS, self.history_rows(events))
+        ])
