@@ -95,10 +95,9 @@ def _scope_if_named(user_id: Any, agent_id: Any, run_id: Any) -> Scope | None:
     return check_scope(user_id, agent_id, run_id)
 
 
-def _same_memory(one: CheckedMemory, other: CheckedMemory) -> bool:
-    """Whether two memories of one write cannot both be stored: the same text in the same scope,
-    or the same id."""
-    return (one.scope, one.hash) == (other.scope, other.hash) or (one.id is not None and one.id == other.id)
+def _unique_keys(memory: CheckedMemory) -> set[tuple[Any, ...]]:
+    """What no two stored memories share: the text in its scope, and the id when one is given."""
+    return {("text", memory.scope, memory.hash)} | ({("id", memory.id)} if memory.id is not None else set())
 
 
 def open_backend(
@@ -327,19 +326,21 @@ class Engine:
         cancellation.checkpoint()
         with self.backend.transaction() as txn:
             pending: dict[int, MemoryWrite] = {}
+            pending_keys: set[tuple[Any, ...]] = set()  # the ``_unique_keys`` of the pending memories
 
             def write_pending() -> None:
                 write_memories(txn, list(pending.values()), entity_vectors)
                 for j in pending:
                     outcomes[j] = ("ADD", txn.find_by_hash(memories[j].scope, memories[j].hash))
                 pending.clear()
+                pending_keys.clear()
 
             skipped = False  # the memory before this one was not written, so this one is no neighbour of the last
             for i, item in enumerate(memories):
                 if i not in modelled:
                     skipped = True
                     continue
-                if any(_same_memory(item, memories[j]) for j in pending):
+                if _unique_keys(item) & pending_keys:
                     write_pending()  # so that ``stored`` finds the twin written before it
                 if outcome := stored(txn, item):
                     outcomes[i], skipped = outcome, True  # another process stored it since we looked
@@ -356,6 +357,7 @@ class Engine:
                 skipped = False
                 added = HistoryEvent(memory.id, "ADD", None, item.text, None, item.metadata, created_at)
                 pending[i] = MemoryWrite(memory, analysis.entities, item.history or [added])
+                pending_keys.update(_unique_keys(item))
             write_pending()
         return outcomes
 
