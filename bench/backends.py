@@ -31,7 +31,7 @@ plus small noise, renormalised (``replay.Replay``). Rows go in through
 as ``Engine.add_many`` writes them: rows, vectors and postings (PostgreSQL: COPY), entity links,
 the ADD events. On PostgreSQL the two HNSW indexes are dropped before the load and rebuilt
 after it, as the live database defines them (``pg_get_indexdef``), with
-``maintenance_work_mem = 1GB``; the build is timed on its own, then the tables are analysed.
+``maintenance_work_mem = postgres.BUILD_MEMORY``; the build is timed on its own, then the tables are analysed.
 """
 
 from __future__ import annotations
@@ -413,7 +413,8 @@ def markdown(runs: Sequence[CaseRun], command: str, environment: str, n_queries:
 rows, vectors, postings, entity links and history are written as `Engine.add_many` writes them,
 {TRANSACTION_ROWS:,} memories per transaction, but the vectors of repeated turns are their turn's real
 vector plus small noise. PostgreSQL's HNSW indexes are dropped for the load and rebuilt after it
-(`maintenance_work_mem = 1GB`); its bulk-load rate leaves the build out, which has a column of its own.
+(`maintenance_work_mem = {postgres.BUILD_MEMORY}`); its bulk-load rate leaves the build out, which has a
+column of its own.
 Search: {n_queries} LoCoMo questions per case after {WARMUP} warm-up searches, each asked of both stores
 in turn (alternating who goes first) as `Engine.search(top_k={TOP_K})` for a random user of the case.
 **The floor**, in the same loop: one query embedding plus numpy's exact KNN over that user's own vectors
@@ -435,6 +436,12 @@ KNN (by distance). `add_many`: real turns into a new scope of the loaded store, 
 
 {million_note(runs)}
 """
+
+
+def doc_section(cases: Sequence[Case]) -> str:
+    """The section of docs/benchmarks.md a run writes: a one-off run of a million memories keeps
+    its own, beside the usual run's."""
+    return "backends-million" if any(case.memories >= MILLION for case in cases) else "backends"
 
 
 def as_json(runs: Sequence[CaseRun], environment: str) -> dict[str, Any]:
@@ -503,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     })
     section = markdown(runs, report.command_line(), environment, len(questions))
     print(section)
-    (report.RESULTS / "backends.json").write_text(json.dumps(as_json(runs, environment), indent=2) + "\n")
+    (report.RESULTS / f"{doc_section(cases)}.json").write_text(json.dumps(as_json(runs, environment), indent=2) + "\n")
     if not args.no_doc:
-        report.write_section("backends", section)
+        report.write_section(doc_section(cases), section)
     return 0

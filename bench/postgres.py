@@ -75,7 +75,7 @@ def versions(url: str) -> str:
 
 HNSW_INDEXES = ("memories_embedding", "entities_embedding")
 """trimem's two HNSW indexes (``store/postgres/schema.py``)."""
-BUILD_MEMORY = "1GB"
+BUILD_MEMORY = "4GB"
 """``maintenance_work_mem`` for a rebuild: the graph is built in memory, and much faster when it fits."""
 
 
