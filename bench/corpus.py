@@ -24,19 +24,21 @@ OPENINGS = tuple(
 
 def texts(samples: Sequence[locomo.Sample], count: int) -> list[str]:
     """``count`` distinct memory texts: the real turns, then rounds of the same turns with a
-    stop-word opening after the speaker ("Caroline: Also, …")."""
+    stop-word opening after the speaker ("Caroline: Also, …", then "Caroline: Also, well, …")."""
     return list(variants(samples, count))
 
 
 def variants(samples: Sequence[locomo.Sample], count: int) -> dict[str, str]:
     """``count`` distinct texts, each mapped to the real turn it repeats (itself for a real turn).
 
-    The openings are spaCy stop words, so a variant's BM25 terms are exactly its turn's.
+    The openings are spaCy stop words, so a variant's BM25 terms are exactly its turn's: one
+    word, then (past 115,920 texts) two ("Also, well, …").
     """
     turns = [turn.text for sample in samples for turn in sample.memories]
     found: dict[str, str] = {}
     seen: set[str] = set()
-    for opening in ("", *OPENINGS):
+    pairs = (f"{first}, {second.lower()}" for first in OPENINGS for second in OPENINGS if first != second)
+    for opening in ("", *OPENINGS, *pairs):
         for text in turns:
             speaker, body = text.split(":", 1)
             candidate = f"{speaker}: {opening}, {body.strip()}" if opening else text
