@@ -130,3 +130,19 @@ def test_counting_a_users_expired_memories_seeks_that_users_dated_ones(engine: E
         ((sql, bindings),) = statements
         plan = " ".join(row[3] for row in view.conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings))
     assert "SEARCH m USING COVERING INDEX memories_expiration (user_id=?" in plan
+
+
+def test_a_scope_is_counted_as_its_memories_are_after_adds_and_deletes(engine: Engine) -> None:
+    """Entity rarity weighs a name by the scope's size: a user's whole scope is read from the
+    user's kept counts on SQLite (``keyword_users``), a narrower one is counted; both must be
+    the number of memories the scope holds."""
+    engine.add_many([MemoryInput(text) for text in ALICE], user_id="alice")
+    engine.add_many([MemoryInput("Alice plans a trip to Kyoto.")], user_id="alice", agent_id="planner")
+    engine.add_many([MemoryInput(text) for text in BOB], user_id="bob")
+    (first,) = [memory for memory in engine.list(user_id="alice") if memory.text == ALICE[0]]
+    engine.delete(first.id, user_id="alice")
+    with engine.backend.snapshot() as view:
+        assert view.scope_count(Scope("alice")) == len(ALICE)  # two of ALICE's, and the planner's
+        assert view.scope_count(Scope("alice", "planner")) == 1
+        assert view.scope_count(Scope("bob")) == len(BOB)
+        assert view.scope_count(Scope("carol")) == 0

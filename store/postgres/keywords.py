@@ -17,25 +17,28 @@ WITH query AS (
 ), corpus AS (
     SELECT count(*)::float8 AS documents, greatest(coalesce(sum(c.terms), 0), 1)::float8 AS tokens
     FROM memories c WHERE {{corpus}}
+), postings AS MATERIALIZED (
+    SELECT p.user_id, p.term, p.memory_rowid, p.frequency FROM memory_terms p
+    WHERE {{postings}} AND p.term = ANY(%s::text[])
 ), weights AS (
     SELECT p.term, {weight_sql("query.repeats", "corpus.documents", "count(*)", "greatest")} AS weight
-    FROM memory_terms p JOIN query ON query.term = p.term, corpus
-    WHERE {{postings}}
+    FROM postings p JOIN query ON query.term = p.term, corpus
     GROUP BY p.term, query.repeats, corpus.documents
 )
 SELECT m.rowid, sum(
     {term_score_sql("w.weight", "p.frequency", "m.terms", "(corpus.tokens / corpus.documents)")}
 ) AS score
-FROM memory_terms p
+FROM postings p
 JOIN weights w ON w.term = p.term
 JOIN memories m ON m.user_id = p.user_id AND m.rowid = p.memory_rowid, corpus
-WHERE {{postings}} AND p.term = ANY(%s::text[]) AND {{scope}} AND ({{live}})
+WHERE {{scope}} AND ({{live}})
 GROUP BY m.rowid
 ORDER BY score DESC, m.rowid
 LIMIT %s
 """
-"""The keyword signal. Its parameters, in order: the query terms, then those of ``{corpus}``
-(the user the counts are over, on ``c``), ``{postings}`` (the same, on ``p``), ``{postings}``
-again, the query terms again (named in the scan of the postings, so it reads only theirs: a
-join alone let the planner read every posting of the user), ``{scope}`` and ``{live}`` (the
-memories ranked, on ``m``), and the limit."""
+"""The keyword signal. Its parameters, in order: the query terms, those of ``{corpus}`` (the
+user the counts are over, on ``c``), those of ``{postings}`` (the same, on ``p``), the query
+terms again, then ``{scope}`` and ``{live}`` (the memories ranked, on ``m``), and the limit.
+The user's postings of the query's terms are read once (``MATERIALIZED``), for their counts and
+their scores; the counts and each posting's memory come from the index ``memories_keywords``
+(``schema.m005_keyword_index``), not the table's rows."""

@@ -81,8 +81,7 @@ class SignalReads(shared.SignalReads, Statements):
         live, live_params = DIALECT.live_sql(filters, on)
         sql = BM25_SQL.format(corpus=corpus, postings=postings, scope=where, live=live)
         folded = query_terms(terms)
-        return self.rows(sql, (folded, *corpus_params, *postings_params, *postings_params, folded, *params,
-                               *live_params, limit))
+        return self.rows(sql, (folded, *corpus_params, *postings_params, folded, *params, *live_params, limit))
 
     def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
         where, params = DIALECT.scope_sql(scope, "m")

@@ -33,6 +33,14 @@ class SignalReads(shared.SignalReads, Statements):
             (on, *params),
         ).fetchone()[0]
 
+    def scope_count(self, scope: Scope) -> int:
+        """A user's whole scope is counted already, in ``keyword_users`` (kept by triggers): one row
+        read instead of the user's memories (8 ms at 100,000)."""
+        if scope.named().keys() != {"user_id"}:
+            return super().scope_count(scope)
+        row = self.conn.execute("SELECT memories FROM keyword_users WHERE user_id = ?", (scope.user_id,)).fetchone()
+        return row[0] if row else 0
+
     def knn_memories(
         self, embedding: np.ndarray, scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
