@@ -221,9 +221,9 @@ def matched_entities(
     """``Asked.entities`` and ``Asked.entity_names``, by the engine's entity KNN within the
     conversation's scope."""
     entities, names = [], {}
-    for vector in prepared.entity_embeddings:
+    for hits in view.knn_entities(prepared.entity_embeddings, where, scoring.ENTITY_SEARCH_LIMIT):
         matched = []
-        for entity_id, text, distance in view.knn_entities(vector, where, scoring.ENTITY_SEARCH_LIMIT):
+        for entity_id, text, distance in hits:
             similarity = scoring.similarity_from_distance(distance)
             if similarity >= scoring.ENTITY_MATCH_THRESHOLD:
                 matched.append((entity_id, similarity))

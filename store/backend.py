@@ -279,8 +279,9 @@ class Snapshot(Protocol):
         """Keyword hits as (key, raw BM25 ≥ 0), best first: FTS5's formula over the memories of the
         scope's user (of every user when it names none; ``store.sql.keywords``), so no other user's
         memories move a score."""
-    def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
-        """The nearest entities within the scope as (entity id, text, cosine distance)."""
+    def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
+        """For each of ``embeddings`` (one a row), the nearest entities within the scope as
+        (entity id, text, cosine distance), nearest first."""
     def entity_links(
         self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
         memory_rowids: Sequence[int] | None = None,

@@ -27,41 +27,50 @@ In one scope of 100,000 LoCoMo turns and their near-copies, recall@10 against th
 class SignalReads(shared.SignalReads, Statements):
     """What retrieval reads to rank memories."""
 
-    def _nearest(self, table: str, columns: tuple[str, ...], embedding: np.ndarray, where: str, params: list,
-                 limit: int) -> list[tuple]:
-        """The ``limit`` rows of ``table`` (alias ``m``) passing ``where`` nearest to ``embedding``.
+    def _nearest(self, table: str, columns: tuple[str, ...], embeddings: np.ndarray, where: str, params: list,
+                 limit: int) -> list[list[tuple]]:
+        """For each of ``embeddings``, the ``limit`` rows of ``table`` (alias ``m``) passing
+        ``where`` nearest to it.
 
-        A bounded count first: when few rows pass, they are scanned exactly (the planner may
-        not use the index, so a filter never leaves fewer than ``limit``); otherwise the HNSW
-        index answers, with pgvector's iterative scan going on until ``limit`` rows pass."""
+        A bounded count first: when few rows pass, they are scanned exactly, for every embedding
+        in one statement (the planner may not use the index, so a filter never leaves fewer than
+        ``limit``); otherwise the HNSW index answers each, with pgvector's iterative scan going on
+        until ``limit`` rows pass."""
         (candidates,) = self.row(
             f"SELECT count(*) FROM (SELECT 1 FROM {table} m WHERE {where} LIMIT %s) few",
             (*params, EXACT_SCAN_ROWS + 1),
         )
-        query = vector(embedding)
         bare, qualified = ", ".join(columns), ", ".join(f"m.{column}" for column in columns)
         if candidates <= EXACT_SCAN_ROWS:
-            return self.rows(
+            found: list[list[tuple]] = [[] for _ in embeddings]
+            for i, *row in self.rows(  # %b: the vectors go as their floats (binary), not as their text
                 f"WITH scoped AS MATERIALIZED (SELECT {qualified}, m.embedding FROM {table} m WHERE {where}) "
-                f"SELECT {bare}, embedding <=> %s AS distance FROM scoped "
-                "ORDER BY distance LIMIT %s",
-                (*params, query, limit),
-            )
+                f"SELECT q.i, s.* FROM unnest(%b::vector[]) WITH ORDINALITY AS q(embedding, i) CROSS JOIN LATERAL ("
+                f"SELECT {bare}, scoped.embedding <=> q.embedding AS distance FROM scoped ORDER BY distance LIMIT %s"
+                ") s ORDER BY q.i, s.distance",
+                (*params, [vector(embedding) for embedding in embeddings], limit),
+            ):
+                found[i - 1].append(tuple(row))
+            return found
         self.conn.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH_MIN, 2 * limit)}")
         self.conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-        return self.rows(
-            f"SELECT {qualified}, m.embedding <=> %s AS distance FROM {table} m WHERE {where} "
-            "ORDER BY distance LIMIT %s",
-            (query, *params, limit),
-        )
+        return [
+            self.rows(
+                f"SELECT {qualified}, m.embedding <=> %s AS distance FROM {table} m WHERE {where} "
+                "ORDER BY distance LIMIT %s",
+                (vector(embedding), *params, limit),
+            )
+            for embedding in embeddings
+        ]
 
     def knn_memories(
         self, embedding: np.ndarray, scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
         where, params = DIALECT.scope_sql(scope, "m")
         live, live_params = DIALECT.live_sql(filters, on)
-        return self._nearest("memories", ("rowid",), embedding, f"{where} AND ({live})", [*params, *live_params],
-                             limit)
+        (nearest,) = self._nearest("memories", ("rowid",), np.asarray([embedding]), f"{where} AND ({live})",
+                                   [*params, *live_params], limit)
+        return nearest
 
     def distances_for(self, embedding: np.ndarray, rowids: Sequence[int], scope: Scope) -> list[tuple[int, float]]:
         if not rowids:
@@ -83,9 +92,11 @@ class SignalReads(shared.SignalReads, Statements):
         folded = query_terms(terms)
         return self.rows(sql, (folded, *corpus_params, *postings_params, folded, *params, *live_params, limit))
 
-    def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
+    def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
+        if not len(embeddings):
+            return []
         where, params = DIALECT.scope_sql(scope, "m")
-        return self._nearest("entities", ("id", "text"), embedding, where, params, limit)
+        return self._nearest("entities", ("id", "text"), embeddings, where, params, limit)
 
     def entity_links(
         self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,

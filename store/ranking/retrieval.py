@@ -237,7 +237,6 @@ def entity_boosts(
     best: dict[int, float] = {}
     matches: dict[int, EntityMatch] = {}
     names_known: dict[str, float] = {}
-    active = False
     by_rarity = request.options.entity_weighting == "rarity"
     scope_count: int | None = None  # read once, when the first entity with links is weighed by rarity
     filters, on = request.filters, request.live_on
@@ -251,8 +250,10 @@ def entity_boosts(
                 best[rowid] = boost
                 matches[rowid] = match
 
-    for query_entity, vector in zip(prepared.entities, prepared.entity_embeddings):
-        hits = snapshot.knn_entities(vector, request.scope, scoring.ENTITY_SEARCH_LIMIT)
+    # Each query entity's matched stored entities, then the links of all of them in one read.
+    matched: list[tuple[str, dict[int, tuple[str, float]], dict[int, int]]] = []
+    found = snapshot.knn_entities(prepared.entity_embeddings, request.scope, scoring.ENTITY_SEARCH_LIMIT)
+    for query_entity, hits in zip(prepared.entities, found):
         scored = [(entity_id, text, scoring.similarity_from_distance(distance)) for entity_id, text, distance in hits]
         if query_entity in prepared.names:
             names_known[query_entity] = name_closeness(query_entity, [(text, similarity) for _, text, similarity in scored])
@@ -268,8 +269,10 @@ def entity_boosts(
             if matching == "names":
                 names = {entity_id: closest for entity_id in longer_names(similar, similar[closest][0])}
             similar = {entity_id: similar[entity_id] for entity_id in (closest, *names)}
-        linked, links, exists = snapshot.entity_links(list(similar), request.scope, filters, on, among)
-        active = active or exists
+        matched.append((query_entity, similar, names))
+    wanted = list(dict.fromkeys(entity_id for _, similar, _ in matched for entity_id in similar))
+    linked, all_links, active = snapshot.entity_links(wanted, request.scope, filters, on, among)
+    for query_entity, similar, names in matched:
         # A name and its longer forms ("Ines", "Ines Duarte") are one entity: they boost
         # alike, as rare as all their memories together.
         counted = {entity_id: linked.get(entity_id, 0) for entity_id in similar}
@@ -289,7 +292,7 @@ def entity_boosts(
             )
             if own := linked.get(entity_id, 0):
                 weighed.append((match_of[entity_id][0], entity_id, match_of[entity_id][1], own))
-        keep(links, match_of)
+        keep([(entity_id, rowid) for entity_id, rowid in all_links if entity_id in similar], match_of)
     if room > 0 and weighed:
         chosen: dict[int, tuple[float, EntityMatch]] = {}
         for boost, entity_id, match, own in sorted(weighed, key=lambda item: item[0], reverse=True):

@@ -100,17 +100,17 @@ class SignalReads(shared.SignalReads, Statements):
             sql, (folded, *user_params, *user_params, *user_params, *params, *live_params, limit)
         ).fetchall()
 
-    def knn_entities(self, embedding: np.ndarray, scope: Scope, limit: int) -> list[tuple[int, str, float]]:
+    def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
         where, params = DIALECT.scope_sql(scope)
-        hits = self.conn.execute(
-            f"SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = ? AND {where}",
-            (vector_blob(embedding), min(limit, KNN_LIMIT), *params),
-        ).fetchall()
-        if not hits:
-            return []
-        among, among_params = DIALECT.in_sql("id", [hit[0] for hit in hits])
+        knn = f"SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = ? AND {where}"
+        found = [self.conn.execute(knn, (vector_blob(embedding), min(limit, KNN_LIMIT), *params)).fetchall()
+                 for embedding in embeddings]
+        ids = list(dict.fromkeys(hit[0] for hits in found for hit in hits))
+        if not ids:
+            return [[] for _ in found]
+        among, among_params = DIALECT.in_sql("id", ids)
         texts = dict(self.conn.execute(f"SELECT id, text FROM entities WHERE {among}", among_params).fetchall())
-        return [(entity_id, texts[entity_id], distance) for entity_id, distance in hits]
+        return [[(entity_id, texts[entity_id], distance) for entity_id, distance in hits] for hits in found]
 
     def entity_links(
         self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
