@@ -146,3 +146,33 @@ def test_a_scope_is_counted_as_its_memories_are_after_adds_and_deletes(engine: E
         assert view.scope_count(Scope("alice", "planner")) == 1
         assert view.scope_count(Scope("bob")) == len(BOB)
         assert view.scope_count(Scope("carol")) == 0
+
+
+@pytest.mark.only_on("sqlite")
+def test_vec0_finds_one_users_chunks_by_index(engine: Engine) -> None:
+    """vec0 looks a user's chunks up by partition in its ``_chunks`` tables, for a KNN and for a
+    write; unindexed, each read the chunk list of every user in the file (migration m010). Every
+    statement vec0 runs on a chunk table must seek the user, not scan."""
+    engine.add_many([MemoryInput(text) for text in ALICE], user_id="alice")
+    engine.add_many([MemoryInput(text) for text in BOB], user_id="bob")
+    statements: list[str] = []
+
+    def traced(event: dict) -> None:
+        if "_chunks" in (sql := event.get("sql") or "") and "partition00" in sql:
+            statements.append(sql)
+
+    backend = engine.backend
+    backend._conn.trace_v2(apsw.SQLITE_TRACE_STMT, traced)
+    try:
+        engine.add_many([MemoryInput("Alice's cat Miso sleeps on the piano.")], user_id="alice")
+        engine.search("Who keeps bees?", user_id="bob", top_k=3)
+        with backend.snapshot() as view:
+            view.conn.trace_v2(apsw.SQLITE_TRACE_STMT, traced)
+            view.knn_memories(engine.embedder.embed_batch(["bees"])[0], Scope("bob"), 5, None, None)
+            view.conn.trace_v2(0, None)
+    finally:
+        backend._conn.trace_v2(0, None)
+    assert len(set(statements)) >= 2  # the write's lookup of the user's last chunk, the KNN's of its chunks
+    for sql in set(statements):
+        plan = " ".join(row[3] for row in backend._conn.execute(f"EXPLAIN QUERY PLAN {sql}", ["alice"]))
+        assert "USING" in plan and "INDEX" in plan and "SCAN" not in plan, (sql, plan)

@@ -25,12 +25,27 @@ partition key), and a chunk takes its whole size on disk from its first vector: 
 of a few memories to about 50 KB a table, while a scope of 100,000 scans some 10–25% slower
 than in chunks of 1,024 (measured on 100,000 random vectors)."""
 
+VECTOR_KEYS = {"memory_vectors": "memory_rowid", "entity_vectors": "entity_id"}
+"""Each vec0 table and its key column."""
+
+
+def chunk_indexes_sql(prefix: str = "") -> str:
+    """An index on each vec0 table's chunks by partition (its user). vec0 finds a user's chunks
+    with ``WHERE partition00 = ?`` on its ``_chunks`` shadow table, which it does not index: every
+    KNN and every insert read the chunk list of the whole file, so both slowed as the file grew
+    (at 854,000 memories over 854 users, a KNN took 13.6 ms and a vector insert 0.70 ms; with
+    the index, 1.3 ms and 0.02 ms)."""
+    return "".join(
+        f"CREATE INDEX IF NOT EXISTS {prefix}{table}_chunks_by_user ON {prefix}{table}_chunks(partition00);\n"
+        for table in VECTOR_KEYS
+    )
+
 
 def vector_tables_sql(dimension: int, prefix: str = "") -> str:
     """The two vec0 tables at ``dimension``, each vector filed with its scope and partitioned by
-    its user, so a KNN within a user reads that user's chunks alone: the live ones (as migration
-    m008 made them, and as a re-embedding remakes them) or, with a ``prefix``, the twins a
-    re-embedding fills (``store.sqlite.reembed``)."""
+    its user, so a KNN within a user reads that user's chunks alone (``chunk_indexes_sql``): the
+    live ones (as migration m008 made them, and as a re-embedding remakes them) or, with a
+    ``prefix``, the twins a re-embedding fills (``store.sqlite.reembed``)."""
     return f"""
         CREATE VIRTUAL TABLE {prefix}memory_vectors USING vec0(
             memory_rowid INTEGER PRIMARY KEY,
@@ -44,7 +59,7 @@ def vector_tables_sql(dimension: int, prefix: str = "") -> str:
             user_id TEXT PARTITION KEY, agent_id TEXT, run_id TEXT,
             chunk_size={VECTOR_CHUNK_ROWS}
         );
-    """
+    """ + chunk_indexes_sql(prefix)
 
 
 def m001_initial(conn: apsw.Connection, dimension: int) -> None:
@@ -255,9 +270,6 @@ def m007_analysis_degraded(conn: apsw.Connection, dimension: int) -> None:
     )
 
 
-VECTOR_KEYS = {"memory_vectors": "memory_rowid", "entity_vectors": "entity_id"}
-"""Each vec0 table and its key column."""
-
 
 def m008_partitioned_vectors(conn: apsw.Connection, dimension: int) -> None:
     """vec0 scanned every vector in the file and filtered by scope afterwards, so one user's
@@ -289,10 +301,16 @@ def m009_scoped_expiry_index(conn: apsw.Connection, dimension: int) -> None:
     )
 
 
+def m010_chunks_by_user(conn: apsw.Connection, dimension: int) -> None:
+    """Index each vec0 table's chunks by user (``chunk_indexes_sql``): a search and a write
+    then find one user's chunks without reading the chunk list of every user."""
+    conn.execute(chunk_indexes_sql())
+
+
 MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (
     m001_initial, m002_expiry_index, m003_restore_event, m004_tokens, m005_keyword_postings,
     m006_token_sessions_cleared, m007_analysis_degraded, m008_partitioned_vectors,
-    m009_scoped_expiry_index,
+    m009_scoped_expiry_index, m010_chunks_by_user,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
