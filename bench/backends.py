@@ -403,7 +403,8 @@ def million_note(runs: Sequence[CaseRun]) -> str:
 
 def markdown(runs: Sequence[CaseRun], command: str, environment: str, n_queries: int) -> str:
     targets = report.table(["figure", "measured", "target", "met"], target_rows(runs))
-    return f"""## SQLite and PostgreSQL side by side
+    million = doc_section([run.case for run in runs]) == "backends-million"
+    return f"""## {"A million memories, run once: " if million else ""}SQLite and PostgreSQL side by side
 
 `{command}`
 
