@@ -270,7 +270,6 @@ def m007_analysis_degraded(conn: apsw.Connection, dimension: int) -> None:
     )
 
 
-
 def m008_partitioned_vectors(conn: apsw.Connection, dimension: int) -> None:
     """vec0 scanned every vector in the file and filtered by scope afterwards, so one user's
     search cost grew with every other user's memories. Both vector tables are made again with
