@@ -109,7 +109,6 @@ class MemoryReads(shared.MemoryReads, Statements):
 class MemoryWrites(shared.MemoryWrites, Statements):
     """Memory rows, their postings and history as a transaction writes them."""
 
-
     def insert_memories(self, memories: Sequence[NewMemory]) -> list[int]:
         """Keys drawn from the sequence first, in one statement (one more before each memory kept
         apart from the one before), then the rows and their postings each in one COPY."""
