@@ -60,14 +60,14 @@ def command() -> list[str]:
 
 def environment(home: Path) -> dict[str, str]:
     """Its settings for one run: data in ``home``, the local model, no hub, no ONNX download."""
-    from store.analysis.embeddings import packaged_model_path
+    from store.analysis.packaged_models import default_model_path
 
     return {
         "HOME": str(home),
         "MCP_MEMORY_BASE_DIR": str(home),
         "MCP_MEMORY_STORAGE_BACKEND": "sqlite_vec",
         "MCP_MEMORY_SQLITE_PATH": str(home / "peer.db"),
-        "MCP_EMBEDDING_MODEL": packaged_model_path(),
+        "MCP_EMBEDDING_MODEL": str(default_model_path()),
         "MCP_MEMORY_USE_ONNX": "0",
         "MCP_MEMORY_ONNX_ALLOW_DOWNLOAD": "0",
         "HF_HOME": str(home / "huggingface"),

@@ -23,8 +23,8 @@ from bench import corpus, locomo, report, sqlite_file
 from bench.replay import Replay, backend_embedder
 from bench.scope_search import fill
 from store import Engine, load_config
-from store.analysis.embeddings import packaged_model_path
 from store.analysis.nlp import NLP
+from store.analysis.packaged_models import default_model_path
 
 
 def measure(work: Callable[[], object]) -> tuple[float, float]:
@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="trimem-reembed-") as work:
         folder = Path(work) / "all-MiniLM-L6-v2"  # same folder name and weights: the same ONNX copy
-        shutil.copytree(packaged_model_path(), folder)
+        shutil.copytree(default_model_path(), folder)
         base = load_config(environ={}).replace("store", db_path=str(Path(work) / "reembed.db"))
         embedder = backend_embedder(base, base.store.embedding_backend)
         target = backend_embedder(base.replace("store", embedding_model=str(folder)),

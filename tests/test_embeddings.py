@@ -34,9 +34,9 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def reference() -> SentenceTransformerEmbedder:
+def reference(model_cache: Path) -> SentenceTransformerEmbedder:
     """sentence-transformers itself (torch), the source of truth for the vectors."""
-    model = SentenceTransformerEmbedder()
+    model = SentenceTransformerEmbedder(cache_dir=model_cache)
     model.load()
     return model
 

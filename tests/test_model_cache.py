@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from store import load_config
-from store.analysis.embeddings import DEFAULT_MODEL, packaged_model_path
 from store.analysis.onnx_cache import ABANDONED_AFTER, Recipe
+from store.analysis.packaged_models import DEFAULT_MODEL, default_model_path
 
 PREPARING = "INFO store.analysis.onnx_cache: preparing the embedding model for first use (once per user, about ten seconds)"
 
@@ -130,7 +130,7 @@ def test_a_cache_without_room_is_a_message_and_leaves_nothing(full_disk: Path, t
 
 
 def test_the_copy_is_named_by_everything_that_makes_its_graph(tmp_path: Path):
-    packaged = Path(packaged_model_path())
+    packaged = default_model_path()
     recipe = Recipe.of(packaged, "fp32")
     name = recipe.folder_name(DEFAULT_MODEL)
     copy = tmp_path / DEFAULT_MODEL

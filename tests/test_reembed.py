@@ -24,8 +24,9 @@ import pytest
 from sqlite_files import execute
 
 from store import Config, Engine, InvalidArgument, MemoryInput, SchemaMismatch
-from store.analysis.embeddings import OnnxEmbedder, packaged_model_path
+from store.analysis.embeddings import OnnxEmbedder
 from store.analysis.nlp import NLP
+from store.analysis.packaged_models import default_model_path
 from store.sqlite import connection, reembed
 
 # Re-embedding in place is an SQLite capability; on PostgreSQL it is refused up front (tests/test_postgres.py).
@@ -46,7 +47,7 @@ def copy_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The packaged model's folder copied elsewhere: a different model name, identical vectors
     (and the same ONNX copy, which is keyed by folder name and weights)."""
     folder = tmp_path_factory.mktemp("copy") / "all-MiniLM-L6-v2"
-    shutil.copytree(packaged_model_path(), folder)
+    shutil.copytree(default_model_path(), folder)
     return folder.resolve()  # as `trimem reembed --model` records a folder
 
 
@@ -61,7 +62,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     work = tmp_path_factory.mktemp("tiny")
     torch.manual_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(packaged_model_path())
+    tokenizer = AutoTokenizer.from_pretrained(default_model_path())
     bert = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=64, num_hidden_layers=2,
                                 num_attention_heads=4, intermediate_size=128))
     bert.save_pretrained(work / "bert")

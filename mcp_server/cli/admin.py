@@ -18,6 +18,7 @@ from mcp_server.cli.app import cli, open_engine
 from mcp_server.cli.errors import engine_errors
 from mcp_server.cli.output import echo_json, emit, format_options
 from mcp_server.cli.tables import ScopesOut, StatsOut
+from store.analysis.packaged_models import DIMENSIONS as PACKAGED_MODELS
 from store.config import EMBEDDING_BACKENDS, Config
 from store.versions import package_version
 
@@ -98,7 +99,8 @@ def model_reference(_ctx: click.Context, _param: click.Parameter, value: str) ->
 
 @cli.command()
 @click.option("--model", required=True, callback=model_reference,
-              help="The new embedding model: a local sentence-transformers folder, or the packaged default's name.")
+              help="The new embedding model: a local sentence-transformers folder, or a packaged model's name "
+                   f"({', '.join(PACKAGED_MODELS)}).")
 @click.option("--backend", type=click.Choice(EMBEDDING_BACKENDS),
               help="What runs the new model (default: the configured embedding_backend).")
 @click.pass_obj

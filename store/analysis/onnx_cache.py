@@ -160,7 +160,7 @@ def cached_model(name: str, source: Path, cache_dir: Path, variant: Variant, thr
     log.info("preparing the embedding model for first use (once per user, about ten seconds)")
     log.debug("exporting %s to ONNX (%s) into %s", source, variant, folder)
     with _writing(cache_dir), _quiet(EXPORT_LOGGERS, logging.WARNING):
-        _remove_abandoned(cache_dir)
+        remove_abandoned(cache_dir)
         export(source, folder, recipe)
     try:
         return _open_verified(folder, recipe, threads)
@@ -279,10 +279,10 @@ def _discard(folder: Path) -> None:
             pass  # another process discarded it first
 
 
-def _remove_abandoned(cache_dir: Path) -> None:
-    """Delete the temporary folders of exports whose process was killed (a closing client may
-    kill its server mid-export), so they do not pile up."""
-    for scratch in cache_dir.glob(".export-*"):
+def remove_abandoned(cache_dir: Path, prefix: str = ".export-") -> None:
+    """Delete the temporary folders (named ``prefix``…) of exports or unpackings whose process was
+    killed (a closing client may kill its server mid-export), so they do not pile up."""
+    for scratch in cache_dir.glob(f"{prefix}*"):
         with contextlib.suppress(FileNotFoundError):  # another process removed it first
             if time.time() - scratch.stat().st_mtime > ABANDONED_AFTER:
                 shutil.rmtree(scratch, ignore_errors=True)
