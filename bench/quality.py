@@ -602,6 +602,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="PostgreSQL: a server to create the benchmark's database on (default: start one)")
     parser.add_argument("--threads", type=int, default=1, help="inference threads")
     parser.add_argument("--embedding-backend", default="", help="embedding backend (default: the configuration's)")
+    parser.add_argument("--embedding-model", default="",
+                        help="embedding model: a sentence-transformers folder (default: the configuration's)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
     if args.reuse_db and args.backend != "sqlite":
@@ -613,6 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     config = load_config(environ={})
+    if args.embedding_model:
+        config = config.replace("store", embedding_model=args.embedding_model)
     embedder = open_embedder(
         config.store.embedding_model, args.embedding_backend or config.store.embedding_backend,  # type: ignore[arg-type]
         cache_dir=config.model_cache_dir, threads=args.threads,
@@ -638,7 +642,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for case in result.failures:
                 handle.write(json.dumps(case, ensure_ascii=False) + "\n")
         environment = report.environment({
-            "storage": stored_in, "spaCy pipeline": nlp.tier, "embedding backend": embedder.backend,
+            "storage": stored_in, "spaCy pipeline": nlp.tier, "embedding model": Path(embedder.name).name,
+            "embedding backend": embedder.backend,
             "inference threads": str(args.threads),
         })
         section = markdown(result, shape, report.command_line(), environment, args.data, args.dated)
