@@ -431,3 +431,17 @@ def test_backends_benchmark_on_a_slice(
     with postgres.connect(postgres_server) as admin:
         left = admin.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (backends.DATABASE,)).fetchone()
     assert left == (0,)
+
+
+def test_models_benchmark_runs_on_a_slice(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """One model on one backend: its row, its floor, and itself as the baseline; nothing written to the docs."""
+    from bench import models
+
+    assert models.main(["--models", "all-MiniLM-L6-v2", "--backends", "onnx", "--size", "60", "--queries", "5",
+                        "--db", str(tmp_path / "models.db"), "--no-doc"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| all-MiniLM-L6-v2 |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1:3] == ["onnx-fp32", "384"] and cells[-1] == "1.000"
+    assert float(cells[5]) > float(cells[7]) > 0  # a search costs more than its floor
+    assert not (tmp_path / "models.db").exists()
