@@ -221,6 +221,29 @@ def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embed
     assert sum(line.startswith("| ") for line in table) == 2 + len(ideas.IDEAS)  # header, rule, rows
 
 
+@pytest.mark.only_on("sqlite")
+def test_learned_fusion_reranks_the_defaults_candidates(config: Config, embedder, nlp):
+    """The learned models rerank the rescored default's candidates, described by every feature."""
+    from bench import learned
+
+    (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]
+    tiny = locomo.head(sample, max_turns=40, max_questions=8)
+    with Engine(config, embedder=embedder, nlp=nlp) as engine:
+        scopes, asked = ideas.read_questions(engine, [tiny], quality.ingest(engine, [tiny]))
+    questions = [learned.candidates(q, scopes[q.sample_id], "turns") for q in asked]
+    for q, question in zip(asked, questions):
+        default = ideas.rank(ideas.default_signals(q, scopes[q.sample_id]), 0.0)
+        assert question.rowids[: quality.TOP_K] == default and len(question.rowids) == 40
+        assert [c.default for c in question.candidates] == sorted((c.default for c in question.candidates), reverse=True)
+    assert any(c.mentions_time for c in questions[0].candidates)
+    features = learned.FEATURE_SETS["learned + time mention"]
+    model = learned.Model(features, 1.0).fit(questions)
+    for question in questions:
+        assert question.matrix(features).shape == (40, len(features))
+        assert sorted(model.rank(question)) == list(range(40))
+    assert list(model.weights()) == list(features)
+
+
 def test_a_turn_only_asks_when_every_sentence_is_a_question():
     assert ideas.only_asks("Ann: Did you go? Was it fun? [shares a photo of a cat]")
     assert not ideas.only_asks("Ann: I went. Was it fun?") and ideas.ends_asking("Ann: I went. Was it fun?")
