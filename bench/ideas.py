@@ -73,6 +73,8 @@ class Scope:
     """The memories in which spaCy's NER finds a date or a time ("yesterday", "last May")."""
     questions: frozenset[int]
     """The memories the engine takes for questions (``Snapshot.questions_among``)."""
+    vectors: dict[int, np.ndarray]
+    """Each memory's stored embedding."""
 
     @property
     def size(self) -> int:
@@ -103,6 +105,8 @@ class Asked:
     """The text of every stored entity in ``entities``."""
     terms_similarity: dict[int, float]
     """As ``similarity``, for the embedding of the query's BM25 terms instead of the question."""
+    embedding: np.ndarray
+    """The question's own embedding."""
 
 
 class Keywords:
@@ -169,7 +173,14 @@ def read_scope(view: SQLiteSnapshot, sample_id: str, nlp: NLP) -> Scope:
     docs = nlp._pipeline().pipe(texts.values(), batch_size=64)
     dated = frozenset(rowid for rowid, doc in zip(texts, docs) if any(e.label_ in ("DATE", "TIME") for e in doc.ents))
     questions = frozenset(view.questions_among(list(texts), filed))
-    return Scope(texts, lemmas, {entity_id: tuple(rowids) for entity_id, rowids in links.items()}, dated, questions)
+    vectors = {
+        rowid: np.frombuffer(blob, dtype=np.float32)
+        for rowid, blob in view.conn.execute(
+            "SELECT memory_rowid, embedding FROM memory_vectors WHERE user_id = ?", (sample_id,)
+        )
+    }
+    links_by_entity = {entity_id: tuple(rowids) for entity_id, rowids in links.items()}
+    return Scope(texts, lemmas, links_by_entity, dated, questions, vectors)
 
 
 def similarities(view: Snapshot, vector: np.ndarray, rowids: Sequence[int], scope: StoreScope) -> dict[int, float]:
@@ -210,6 +221,7 @@ def read_questions(
                         terms_similarity=similarities(
                             view, engine.embedder.embed_batch([" ".join(prepared.terms)])[0], rowids, where
                         ),
+                        embedding=prepared.embedding,
                     )
                 )
     return scopes, asked
@@ -453,6 +465,46 @@ def time_answer(q: Asked, s: Scope, _: Keywords) -> Signals:
     return base._replace(boosts=boosts, entity_active=True)
 
 
+def second_hop(seeds: int = 3, share: float = 0.5) -> Rescore:
+    """A second hop over the entity links, from the default's first ``seeds`` hits: each memory
+    linked to an entity of theirs that the query did not match earns ``share`` of the boost that
+    entity would give as a query entity (similarity 1, rarity included), so evidence that shares
+    no word with the question can rise beside the hit that names its subject."""
+
+    def signals(q: Asked, s: Scope, _: Keywords) -> Signals:
+        base = default_signals(q, s)
+        first = set(rank(base, SHIPPED.threshold)[:seeds])
+        matched = {entity_id for matches in q.entities for entity_id, _ in matches}
+        boosts = dict(base.boosts)
+        for entity_id, rowids in s.links.items():
+            if entity_id in matched or first.isdisjoint(rowids):
+                continue
+            boost = share * scoring.entity_boost(1.0, len(rowids), scoring.entity_rarity(len(rowids), s.size))
+            for rowid in rowids:
+                if rowid not in first:
+                    boosts[rowid] = max(boosts.get(rowid, 0.0), boost)
+        return base._replace(boosts=boosts, entity_active=base.entity_active or bool(boosts))
+
+    return signals
+
+
+def pseudo_relevance(seeds: int = 3, weight: float = 0.5) -> Rescore:
+    """Pseudo-relevance feedback (Rocchio): the question's embedding plus ``weight`` times the mean
+    of the default's first ``seeds`` hits' embeddings, renormalised, gives every similarity."""
+
+    def signals(q: Asked, s: Scope, _: Keywords) -> Signals:
+        base = default_signals(q, s)
+        first = rank(base, SHIPPED.threshold)[:seeds]
+        if not first:
+            return base
+        expanded = q.embedding + weight * np.mean([s.vectors[rowid] for rowid in first], axis=0)
+        expanded /= np.linalg.norm(expanded)
+        moved = {rowid: min(max(float(s.vectors[rowid] @ expanded), 0.0), 1.0) for rowid in q.similarity}
+        return base._replace(similarity=dict(sorted(moved.items(), key=lambda item: -item[1])))
+
+    return signals
+
+
 def sigmoid_moved(midpoint: float, steepness: float = 1.0) -> Rescore:
     """The default with the BM25 sigmoid's midpoint moved by ``midpoint`` and its steepness
     scaled by ``steepness``: short memories reach larger raw BM25 sums than Mem0's brackets
@@ -539,6 +591,18 @@ IDEAS = (
         time_answer,
     ),
     Idea("keyword-terms embedding", "the query's BM25 terms embedded instead of the question", terms_embedding),
+    Idea(
+        "second hop from the first 3",
+        "memories sharing an entity the query did not name with the first 3 hits earn half its boost",
+        second_hop(3, 0.5),
+    ),
+    Idea("second hop from the first 5", "the same from the first 5 hits, a quarter of the boost", second_hop(5, 0.25)),
+    Idea(
+        "pseudo-relevance feedback",
+        "similarity to the question's embedding plus half the mean of the first 3 hits' (Rocchio)",
+        pseudo_relevance(3, 0.5),
+    ),
+    Idea("pseudo-relevance, lighter", "the same with a quarter of the first 3 hits' mean", pseudo_relevance(3, 0.25)),
     Idea("sigmoid midpoint -2", "the BM25 sigmoid's midpoint 2 lower", sigmoid_moved(-2.0)),
     Idea("sigmoid midpoint +2", "the BM25 sigmoid's midpoint 2 higher", sigmoid_moved(2.0)),
     Idea("sigmoid half as steep", "the BM25 sigmoid's steepness halved", sigmoid_moved(0.0, 0.5)),
