@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from store import Config, Engine, MemoryInput
 from store.analysis.embeddings import OnnxEmbedder, SentenceTransformerEmbedder, model_folder
 from store.analysis.onnx_cache import ABANDONED_AFTER
 from store.analysis.packaged_models import MPNET, SplitZip, default_model_path, model_path
@@ -108,3 +113,33 @@ def test_an_unpacking_killed_long_ago_is_cleared_by_the_next(tmp_path: Path) -> 
     os.utime(abandoned, (long_ago, long_ago))
     unpacked = MPNET.unpacked(tmp_path)
     assert sorted(path.name for path in models.iterdir()) == [".unpack-running", unpacked.name]
+
+
+@pytest.mark.only_on("sqlite")
+def test_trimem_reembed_moves_a_database_to_mpnet_by_name(
+    config: Config, engine_factory: Callable[[Config], Engine], mpnet_folder: Path
+) -> None:
+    """The user's path: re-embed by the packaged name, then search with it configured; without it
+    the database says which model it needs."""
+    facts = ["Ana works as a nurse at Santa Maria hospital in Lisbon", "Kenji gave Ana a bonsai from Kyoto",
+             "The team standup moved to 9:30 on Mondays"]
+    with engine_factory(config) as engine:
+        engine.add_many([MemoryInput(text) for text in facts], user_id="ana")
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+                   "TRIMEM_DB_PATH": str(config.database)}
+
+    def trimem(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mcp_server", *args], env={**environment, **extra},
+                              capture_output=True, text=True, timeout=600, check=False)
+
+    moved = trimem("reembed", "--model", "all-mpnet-base-v2")
+    assert moved.returncode == 0, moved.stderr
+    report = json.loads(moved.stdout)
+    assert (report["model"], report["dimension"], report["memories"]) == ("all-mpnet-base-v2", 768, 3)
+    found = trimem("search", "Where does Ana work?", "--user-id", "ana", "--json",
+                   TRIMEM_EMBEDDING_MODEL="all-mpnet-base-v2")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["text"] == facts[0]
+    refused = trimem("search", "Where does Ana work?", "--user-id", "ana", "--json")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "built with the embedding model 'all-mpnet-base-v2'" in refused.stderr
