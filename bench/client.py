@@ -681,7 +681,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     environment = report.environment({"1-min load average at the start": f"{load_at_start:.1f}"})
     section = markdown(result, report.command_line(), environment)
-    print(section)
-    if not args.no_doc:
-        report.write_section("client", section)
+    report.publish("client", section, not args.no_doc)
     return 0

@@ -226,7 +226,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = [measure_blocks(config, shape, home) for shape in ("turns", "facts")]
     environment = report.environment({"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend})
     section = markdown(tool, command, sizes, args.command_runs, config, report.command_line(), environment)
-    print(section)
-    if not args.no_doc:
-        report.write_section("hooks", section)
+    report.publish("hooks", section, not args.no_doc)
     return 0

@@ -253,9 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "What each model learned (weights on standardised features):",
         report.table(["feature", *FEATURE_SETS], weight_rows),
     ])
-    print(section)
-    if not args.no_doc:
-        report.write_section("learned", section)
+    report.publish("learned", section, not args.no_doc)
     return 0
 
 

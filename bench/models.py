@@ -89,9 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
          "The floor is the query's forward pass plus numpy's exact top-k over the scope's vectors, in the same run."),
         report.table(headers, rows),
     ])
-    print(section)
-    if not args.no_doc:
-        report.write_section("models", section)
+    report.publish("models", section, not args.no_doc)
     return 0
 
 

@@ -105,6 +105,13 @@ def command_line() -> str:
     return " ".join(sys.argv)
 
 
+def publish(name: str, section: str, into_doc: bool) -> None:
+    """Print a benchmark's section, and with ``into_doc`` write it into its place in the doc."""
+    print(section)
+    if into_doc:
+        write_section(name, section)
+
+
 def write_section(name: str, body: str, doc: Path | None = None) -> None:
     """Replace (or append) the section between this benchmark's markers in ``doc`` (default: DOC)."""
     doc = doc or DOC

@@ -419,7 +419,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         {"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend, "inference threads": str(threads)}
     )
     section = markdown(runs, adds, cold, report.command_line(), environment, len(questions), deleted, over_stdio)
-    print(section)
-    if not args.no_doc:
-        report.write_section("speed", section)
+    report.publish("speed", section, not args.no_doc)
     return 0

@@ -116,7 +116,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"than trusting vectors from another database. (Filling the source database, the same `add_many` "
         f"on cold models, took {fill_s:.1f} s.) `trimem import` runs the check pass first, then the import."),
     ])
-    print(section)
-    if not args.no_doc:
-        report.write_section("transfer", section)
+    report.publish("transfer", section, not args.no_doc)
     return 0

@@ -180,7 +180,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             process.wait(timeout=30)
     environment = report.environment({"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend})
     section = markdown(args.memories, config.search.top_k, rows, report.command_line(), environment)
-    print(section)
-    if not args.no_doc:
-        report.write_section("ui", section)
+    report.publish("ui", section, not args.no_doc)
     return 0
