@@ -235,7 +235,7 @@ def test_learned_fusion_reranks_the_defaults_candidates(config: Config, embedder
         default = ideas.rank(ideas.default_signals(q, scopes[q.sample_id]), 0.0)
         assert question.rowids[: quality.TOP_K] == default and len(question.rowids) == 40
         assert [c.default for c in question.candidates] == sorted((c.default for c in question.candidates), reverse=True)
-    assert any(c.mentions_time for c in questions[0].candidates)
+    assert any(c.mentions_time for c in questions[0].candidates) and any(c.time_words for c in questions[0].candidates)
     features = learned.FEATURE_SETS["learned + time mention"]
     model = learned.Model(features, 1.0).fit(questions)
     for question in questions:
