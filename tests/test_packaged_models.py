@@ -59,6 +59,12 @@ def test_mpnet_under_onnx_gives_sentence_transformers_vectors(model_cache: Path)
     assert float(fast[0] @ fast[1]) > 0.5  # the question is close to its answer
 
 
+def test_mpnet_quantised_to_int8_is_refused_with_the_backends_that_work(model_cache: Path) -> None:
+    """int8 weights move mpnet's vectors too far from the model's: the export check says so."""
+    with pytest.raises(ModelUnavailable, match=r'differs from .*set embedding_backend = "onnx" \(fp32\) or "torch"'):
+        OnnxEmbedder(MPNET.name, cache_dir=model_cache, int8=True).load()
+
+
 def copied_parts(into: Path) -> list[Path]:
     into.mkdir()
     return [Path(shutil.copy(part, into)) for part in MPNET.part_files()]

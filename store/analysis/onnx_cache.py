@@ -244,9 +244,10 @@ def export(source: Path, folder: Path, recipe: Recipe) -> None:
         cosines = np.sum(exported * reference, axis=1)
         minimum = PROBE_MIN_COSINE if recipe.variant == "fp32" else INT8_MIN_COSINE
         if float(cosines.min()) < minimum:
+            others = '"onnx" (fp32) or "torch"' if recipe.variant == "int8" else '"torch"'
             raise ModelUnavailable(
-                f"the ONNX export of {source} differs from sentence-transformers (cosine {cosines.min():.4f}); "
-                "set embedding_backend = \"torch\""
+                f"the ONNX export ({recipe.variant}) of {source} differs from sentence-transformers "
+                f"(cosine {cosines.min():.4f}); set embedding_backend = {others}"
             )
         sidecar = Sidecar(
             asdict(recipe), str(source), cached.max_seq_length, cached.dimension, list(input_names),
