@@ -1,7 +1,7 @@
 """Retrieval quality on LoCoMo: recall@5/10/20, nDCG@10 and MRR for a signal ablation.
 
     python -m bench quality [--shape turns|facts|both] [--data FILE] [--samples conv-26,conv-30]
-                            [--backend sqlite|postgres] [--no-doc]
+                            [--backend sqlite|postgres] [--embedding-model NAME] [--no-doc]
 
 Both shapes of memory, each in a database of its own (an SQLite file, or with ``--backend
 postgres`` a new PostgreSQL database), ingested once through ``Engine.add_many`` (one
@@ -603,7 +603,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="inference threads")
     parser.add_argument("--embedding-backend", default="", help="embedding backend (default: the configuration's)")
     parser.add_argument("--embedding-model", default="",
-                        help="embedding model: a sentence-transformers folder (default: the configuration's)")
+                        help="embedding model: a packaged model's name or a sentence-transformers folder "
+                             "(default: the configuration's)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
     if args.reuse_db and args.backend != "sqlite":
