@@ -27,7 +27,7 @@ _CHECKOUT_DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "default.
 
 EmbeddingBackend = Literal["onnx", "onnx-int8", "torch"]
 EMBEDDING_BACKENDS: tuple[str, ...] = get_args(EmbeddingBackend)
-Ranking = Literal["trimem", "mem0"]
+Ranking = Literal["trimem", "mem0", "learned"]
 RANKINGS: tuple[str, ...] = get_args(Ranking)
 EntityWeighting = Literal["mem0", "rarity"]
 ENTITY_WEIGHTINGS: tuple[str, ...] = get_args(EntityWeighting)

@@ -16,6 +16,7 @@ the query analysis records which signals ran.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from store.analysis.nlp import NLP
 from store.backend import Snapshot, to_memory
 from store.config import SearchConfig
 from store.filters import Filter
-from store.ranking import relevance, scoring
+from store.ranking import learned, relevance, scoring
 from store.records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit
 from store.scope import Scope
 from store.sql.dialect import is_expired
@@ -39,6 +40,7 @@ from store.sql.dialect import is_expired
 class PreparedQuery:
     """The query as the signals need it: lemmatized terms, entities, and embeddings."""
 
+    text: str
     terms: list[str]
     entities: list[str]
     embedding: np.ndarray
@@ -89,12 +91,15 @@ class Signals:
 
     distances: dict[int, float]  # nearest first
     bm25_raw: dict[int, float]
+    """Keyword hits and their context (``keyword_context``)."""
     boosts: dict[int, float]
     entity_active: bool
     entity_matches: dict[int, EntityMatch] = field(default_factory=dict)
     keyword_sources: dict[int, scoring.KeywordSource] = field(default_factory=dict)
     names: dict[str, float] = field(default_factory=dict)
     """Each query entity, and how close the scope's closest stored entity is (``name_closeness``)."""
+    keyword_hits: dict[int, float] = field(default_factory=dict)
+    """The keyword hits' own raw BM25, best first, before context."""
 
 
 # --- 1. prepare -------------------------------------------------------------------------
@@ -119,6 +124,7 @@ def prepare(
         entities = entities[: scoring.MAX_QUERY_ENTITIES]
     entity_vectors = names.embed(entities)
     return PreparedQuery(
+        text=query,
         terms=analysis.lemmatized.split(),
         entities=entities,
         embedding=query_vector.result()[0],
@@ -138,6 +144,7 @@ def gather_signals(snapshot: Snapshot, prepared: PreparedQuery, request: SearchR
     scope, filters, on = request.scope, request.filters, request.live_on
     distances = dict(snapshot.knn_memories(prepared.embedding, scope, limit, filters, on))
     keywords: scoring.KeywordContext[int] = scoring.KeywordContext({}, {})
+    hits: dict[int, float] = {}
     if request.options.use_bm25:
         hits = dict(snapshot.bm25_memories(prepared.terms, scope, limit, filters, on))
         keywords = keyword_context(snapshot, hits, request, len(prepared.terms))
@@ -155,7 +162,7 @@ def gather_signals(snapshot: Snapshot, prepared: PreparedQuery, request: SearchR
         if missing and len(distances) >= limit:
             missing = reachable_outside_pool(prepared, request, distances, missing, bm25_raw, boosts, entity_active)
         distances.update(snapshot.distances_for(prepared.embedding, missing, request.scope))
-    return Signals(distances, bm25_raw, boosts, entity_active, matches, keywords.source, names)
+    return Signals(distances, bm25_raw, boosts, entity_active, matches, keywords.source, names, hits)
 
 
 def reachable_outside_pool(
@@ -337,14 +344,17 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
     signals = gather_signals(snapshot, prepared, request)
     semantic = {rowid: scoring.similarity_from_distance(distance) for rowid, distance in signals.distances.items()}
     params = scoring.bm25_params(len(prepared.terms))
+    reorder = request.options.ranking == "learned"
     fusion = scoring.fuse(
-        semantic, signals.bm25_raw, params, signals.boosts, request.threshold, request.top_k,
-        entity_active=signals.entity_active,
+        semantic, signals.bm25_raw, params, signals.boosts, request.threshold,
+        learned.POOL if reorder else request.top_k, entity_active=signals.entity_active,
     )
     decision = judge_relevance(semantic, signals.names, len(prepared.terms), request)
     # Rows are read for what is returned: the ranked memories (for explain, also those withheld
     # when the query has no answer), and for explain the dropped ones.
     ranked = fusion.ranked if decision is None or decision.answerable or explain else []
+    if reorder:
+        ranked = learned_order(snapshot, prepared, request, signals, semantic, ranked)[: request.top_k]
     shown = [rowid for rowid, _ in ranked] + ([rowid for rowid, _ in fusion.below_threshold] if explain else [])
     rows = snapshot.memories_by_rowid(shown, request.scope)
     dropped: list[DroppedCandidate] = []
@@ -382,6 +392,52 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
         filters_applied=request.filters is not None,
     )
     return Explanation(hits=hits, analysis=analysis, dropped=dropped, relevance=decision, withheld=withheld)
+
+
+def learned_order(
+    snapshot: Snapshot,
+    prepared: PreparedQuery,
+    request: SearchRequest,
+    signals: Signals,
+    semantic: dict[int, float],
+    ranked: list[tuple[int, scoring.ScoreBreakdown]],
+) -> list[tuple[int, scoring.ScoreBreakdown]]:
+    """``ranked`` (the default's first ``learned.POOL``) in the order of the learned model, each
+    scored with its probability: the candidates described as ``store.ranking.learned`` reads them,
+    their neighbours' similarities read exactly where the signals did not reach them."""
+    if not ranked:
+        return ranked
+    params = scoring.bm25_params(len(prepared.terms))
+    rowids = [rowid for rowid, _ in ranked]
+    own = {rowid: scoring.normalize_bm25(raw, params) for rowid, raw in signals.keyword_hits.items() if raw > 0}
+    adjacent = snapshot.adjacent_memories(rowids, request.scope, request.filters, request.live_on)
+    around = [rowid for rowid in dict.fromkeys(n for ns in adjacent.values() for n in ns) if rowid not in semantic]
+    similarity = dict(semantic)
+    similarity.update((rowid, scoring.similarity_from_distance(distance))
+                      for rowid, distance in snapshot.distances_for(prepared.embedding, around, request.scope))
+    asks = snapshot.questions_among(rowids, request.scope)
+    texts = {rowid: row.text for rowid, row in snapshot.memories_by_rowid(rowids, request.scope).items()}
+    semantic_rank = {rowid: i for i, rowid in enumerate(sorted(semantic, key=lambda r: (-semantic[r], r)))}
+    keyword_rank = {rowid: i for i, rowid in enumerate(sorted(own, key=lambda r: -own[r]))}
+    query = learned.Query.of(prepared.text, len(prepared.terms))
+    candidates = [
+        learned.Candidate(
+            default=breakdown.final_score, similarity=semantic[rowid], keyword=own.get(rowid, 0.0),
+            keyword_with_context=breakdown.bm25_score, entity=breakdown.entity_boost,
+            bm25=signals.keyword_hits.get(rowid, 0.0),
+            neighbour_similarity=max((similarity.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
+            neighbour_keyword=max((own.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
+            asks=rowid in asks, time_words=bool(learned.TIME_WORDS.search(texts.get(rowid, ""))),
+            semantic_rank=semantic_rank[rowid], keyword_rank=keyword_rank.get(rowid), query=query,
+        )
+        for rowid, breakdown in ranked
+    ]
+    logits = learned.shipped().logits(candidates)
+    order = np.argsort(-logits, kind="stable")
+    return [
+        (ranked[i][0], dataclasses.replace(ranked[i][1], final_score=learned.probability(float(logits[i]))))
+        for i in order
+    ]
 
 
 def judge_relevance(

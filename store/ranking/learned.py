@@ -1,0 +1,148 @@
+"""Learned fusion (``ranking = "learned"``): a logistic regression reorders the default ranking's
+first ``POOL`` candidates.
+
+Each candidate is described by what the default ranking already computes (its fused score and
+three signals, raw BM25), by its neighbours in the scope, whether it asks, its ranks, the
+query's length and kind, and whether words in it place it in time (``TIME_WORDS``). The weights
+(``learned.json`` beside this module: each feature's mean, scale and coefficient) are fitted by
+``python -m bench learned --write-weights`` on the tune conversations of both shapes of memory;
+``bench/learned.py`` says how, and docs/benchmarks.md what they gain and cost. Pure arithmetic:
+``store.ranking.retrieval`` gathers the values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+POOL = 100
+"""Candidates reordered per search: the default ranking's first ``POOL``."""
+WEIGHTS = Path(__file__).with_name("learned.json")
+
+ASKS_WHEN = re.compile(r"\s*(when|what (year|month|day|date|time)|which (year|month|day))\b", re.IGNORECASE)
+ASKS_WHO = ("who", "whom", "whose")
+TIME_WORDS = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago|weekend|recently|lately|soon|earlier"
+    r"|(last|next|this|past|coming)\s+(week|month|year|summer|winter|spring|fall|autumn|night|morning|evening)"
+    r"|january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+    r"|(19|20)\d\d|\d{1,2}(:\d\d)?\s?(am|pm)|(a|one|two|three|few|couple of)\s+(days?|weeks?|months?|years?))\b",
+    re.IGNORECASE,
+)
+"""Words that place a text in time (on LoCoMo's memories they agree with spaCy's DATE and TIME
+entities on 93% of turns and 92% of facts), read from a candidate's text at search time."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """What the features read of the query."""
+
+    term_count: int
+    asks_when: bool
+    asks_who: bool
+
+    @classmethod
+    def of(cls, text: str, term_count: int) -> Query:
+        words = text.split()
+        first = words[0].lower() if words else ""
+        return cls(term_count, bool(ASKS_WHEN.match(text)), first in ASKS_WHO)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the features read of one memory for one query."""
+
+    default: float
+    """Its final score under the default ranking."""
+    similarity: float
+    keyword: float
+    """Its own BM25, squashed by the query's sigmoid."""
+    keyword_with_context: float
+    entity: float
+    bm25: float
+    neighbour_similarity: float
+    neighbour_keyword: float
+    asks: bool
+    time_words: bool
+    semantic_rank: int
+    keyword_rank: int | None
+    query: Query
+
+
+Feature = Callable[[Candidate], float]
+
+SIGNAL_FEATURES: dict[str, Feature] = {
+    "default score": lambda c: c.default,
+    "similarity": lambda c: c.similarity,
+    "keyword (own)": lambda c: c.keyword,
+    "keyword (with context)": lambda c: c.keyword_with_context,
+    "entity boost": lambda c: c.entity,
+    "raw BM25": lambda c: c.bm25,
+    "best neighbour's similarity": lambda c: c.neighbour_similarity,
+    "best neighbour's keyword": lambda c: c.neighbour_keyword,
+    "asks a question": lambda c: float(c.asks),
+    "1 / semantic rank": lambda c: 1.0 / (1 + c.semantic_rank),
+    "1 / keyword rank": lambda c: 0.0 if c.keyword_rank is None else 1.0 / (1 + c.keyword_rank),
+    "query terms / 10": lambda c: c.query.term_count / 10,
+    "similarity × asks when": lambda c: c.similarity * c.query.asks_when,
+    "keyword × asks when": lambda c: c.keyword * c.query.asks_when,
+    "similarity × asks who": lambda c: c.similarity * c.query.asks_who,
+    "entity boost × asks who": lambda c: c.entity * c.query.asks_who,
+    "similarity × neighbour's": lambda c: c.similarity * c.neighbour_similarity,
+}
+"""What the engine's signals say of a candidate."""
+TIME_WORD_FEATURES: dict[str, Feature] = {
+    "time words": lambda c: float(c.time_words),
+    "time words × asks when": lambda c: float(c.time_words and c.query.asks_when),
+}
+FEATURES: dict[str, Feature] = {**SIGNAL_FEATURES, **TIME_WORD_FEATURES}
+"""The features ``ranking = "learned"`` reads, in the order of the weights file."""
+
+
+def matrix(candidates: Sequence[Candidate], features: dict[str, Feature] = FEATURES) -> np.ndarray:
+    """One row per candidate, one column per feature."""
+    return np.array([[feature(c) for feature in features.values()] for c in candidates], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A fitted model: standardise each feature, then a logistic regression."""
+
+    features: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    coefficients: np.ndarray
+    intercept: float
+
+    def logits(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        if not candidates:
+            return np.zeros(0)
+        return ((matrix(candidates) - self.mean) / self.scale) @ self.coefficients + self.intercept
+
+    def to_json(self, fitted_on: str) -> str:
+        return json.dumps({
+            "features": list(self.features), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+            "coefficients": self.coefficients.tolist(), "intercept": self.intercept, "fitted_on": fitted_on,
+        }, indent=1, ensure_ascii=False) + "\n"
+
+
+@cache
+def shipped() -> Weights:
+    """The weights in ``WEIGHTS``, checked against ``FEATURES``."""
+    stored = json.loads(WEIGHTS.read_text(encoding="utf-8"))
+    if stored["features"] != list(FEATURES):
+        raise ValueError(f"{WEIGHTS.name} was fitted for other features; run `python -m bench learned --write-weights`")
+    return Weights(tuple(stored["features"]), np.array(stored["mean"]), np.array(stored["scale"]),
+                   np.array(stored["coefficients"]), float(stored["intercept"]))
+
+
+def probability(logit: float) -> float:
+    """The score a learned hit carries: the model's probability that it answers the query."""
+    return 1.0 / (1.0 + math.exp(-logit))

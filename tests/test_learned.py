@@ -1,0 +1,84 @@
+"""Learned fusion (``ranking = "learned"``, ``store.ranking.learned``): the shipped weights, their
+arithmetic, the features read from a query and a text, and the engine's reordering on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from store import Config, Engine, MemoryInput
+from store.ranking import learned
+
+FACTS = [
+    "Ana works as a nurse at Santa Maria hospital in Lisbon",
+    "Ana started the night shift last week",
+    "Kenji gave Ana a bonsai from Kyoto in May 2023",
+    "The team standup moved to 9:30 am on Mondays",
+    "Did Ana ever go to Kyoto?",
+    "Ana's brother Tomás is a chef in Porto",
+]
+
+
+def candidate(**values: object) -> learned.Candidate:
+    base: dict[str, object] = {
+        "default": 0.5, "similarity": 0.5, "keyword": 0.0, "keyword_with_context": 0.0, "entity": 0.0, "bm25": 0.0,
+        "neighbour_similarity": 0.0, "neighbour_keyword": 0.0, "asks": False, "time_words": False,
+        "semantic_rank": 0, "keyword_rank": None, "query": learned.Query(4, False, False),
+    }
+    return learned.Candidate(**{**base, **values})  # type: ignore[arg-type]
+
+
+def test_the_shipped_weights_are_for_the_features_the_engine_reads() -> None:
+    weights = learned.shipped()
+    assert list(weights.features) == list(learned.FEATURES)
+    assert weights.mean.shape == weights.scale.shape == weights.coefficients.shape == (len(learned.FEATURES),)
+    assert np.all(weights.scale > 0) and np.all(np.isfinite(weights.coefficients))
+
+
+def test_a_logit_is_the_standardised_features_times_the_coefficients() -> None:
+    size = len(learned.FEATURES)
+    weights = learned.Weights(tuple(learned.FEATURES), np.full(size, 0.5), np.full(size, 2.0), np.zeros(size), -1.0)
+    coefficients = weights.coefficients.copy()
+    coefficients[list(learned.FEATURES).index("similarity")] = 4.0
+    weights = learned.Weights(weights.features, weights.mean, weights.scale, coefficients, weights.intercept)
+    (logit,) = weights.logits([candidate(similarity=0.9)])
+    assert logit == pytest.approx((0.9 - 0.5) / 2.0 * 4.0 - 1.0)
+    assert learned.probability(0.0) == 0.5 and learned.probability(logit) == pytest.approx(1 / (1 + np.exp(-logit)))
+    assert weights.logits([]).shape == (0,)
+
+
+def test_what_the_features_read_of_a_query_and_a_text() -> None:
+    assert learned.Query.of("When did Ana start the night shift?", 4) == learned.Query(4, True, False)
+    assert learned.Query.of("what year did Kenji visit?", 3).asks_when
+    assert learned.Query.of("Who gave Ana a bonsai?", 3) == learned.Query(3, False, True)
+    assert not learned.Query.of("Whenever Ana travels, what does she pack?", 4).asks_when
+    for timed in FACTS[1:4]:
+        assert learned.TIME_WORDS.search(timed), timed
+    assert not learned.TIME_WORDS.search(FACTS[0]) and not learned.TIME_WORDS.search(FACTS[5])
+    features = learned.matrix([candidate(time_words=True, query=learned.Query(2, True, False))])[0]
+    named = dict(zip(learned.FEATURES, features))
+    assert named["time words"] == named["time words × asks when"] == 1.0 and named["query terms / 10"] == 0.2
+
+
+def test_learned_ranking_reorders_the_defaults_candidates(
+    config: Config, engine_factory: Callable[[Config], Engine]
+) -> None:
+    with engine_factory(config) as engine:
+        engine.add_many([MemoryInput(text) for text in FACTS], user_id="ana")
+    query = "When did Ana start the night shift?"
+    with engine_factory(config.replace("search", ranking="learned")) as engine:
+        hits = engine.search(query, user_id="ana", top_k=4, threshold=0)
+        explained = engine.explain(query, user_id="ana", top_k=4, threshold=0)
+        wide = engine.search(query, user_id="ana", top_k=20, threshold=0)
+    with engine_factory(config) as engine:
+        default = engine.search(query, user_id="ana", top_k=20, threshold=0)
+    assert len(hits) == 4 and [hit.memory.id for hit in hits] == [hit.memory.id for hit in wide[:4]]
+    scores = [hit.score for hit in wide]
+    assert scores == sorted(scores, reverse=True) and all(0 < score < 1 for score in scores)
+    assert {hit.memory.id for hit in wide} == {hit.memory.id for hit in default}  # the same candidates, reordered
+    assert hits[0].memory.text == FACTS[1]
+    assert [hit.memory.id for hit in explained.hits] == [hit.memory.id for hit in hits]
+    assert explained.hits[0].details is not None and explained.hits[0].details.final_score == hits[0].score
+
