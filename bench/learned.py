@@ -1,28 +1,28 @@
 """Learned fusion, measured by rescoring: a logistic regression over the engine's signals in place
 of the hand-set sum, trained on the tune conversations of both shapes of memory.
 
-    python -m bench learned [--data FILE] [--db FILE] [--no-doc]
+    python -m bench learned [--data FILE] [--db FILE] [--write-weights] [--no-doc]
 
 Every question's signals over its whole scope are read as ``bench/ideas.py`` reads them (its
 ``read_questions``, on the quality benchmark's databases, built when missing). A question's
-candidates are the default ranking's first ``POOL``, each described by ``FEATURES``: the inputs
-and output of today's fusion, what its neighbours in the conversation score, whether it asks,
-its ranks, and the query's length and kind. ``TIME_FEATURES`` add whether spaCy finds a date
-or a time in the memory (the engine does not store that yet), alone and for a question asking
-when; ``TIME_WORD_FEATURES`` the same read by a regular expression, which search could apply to
-its candidates' texts without storing anything.
+candidates are the default ranking's first ``store.ranking.learned.POOL``, each described as
+``ranking = "learned"`` describes it (``store.ranking.learned.Candidate``): the inputs and output
+of today's fusion, what its neighbours in the conversation score, whether it asks, its ranks, the
+query's length and kind. The feature sets: the engine's signals alone (``SIGNAL_FEATURES``); with
+whether spaCy finds a date or a time in the memory (``TIME_FEATURES``: the engine does not store
+that), alone and for a question asking when; and with the same read by a regular expression
+(``TIME_WORD_FEATURES``), the set the engine ships, since search reads it from its candidates' texts.
 
 Each feature set is one model: scikit-learn's ``LogisticRegression`` on standardised features,
 classes balanced, its regularisation chosen by leave-one-conversation-out over the three tune
 conversations (mean recall@10 over both shapes), then fitted on every tune question. The check
-conversations (``quality.CHECK_SAMPLES``) are scored once and never used to choose. A learned
-ranking may replace the default only if it beats it on check on both shapes.
+conversations (``quality.CHECK_SAMPLES``) are scored once and never used to choose.
+``--write-weights`` saves the shipped set's model as ``store/ranking/learned.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,81 +34,29 @@ from bench import ideas, locomo, metrics, quality, report
 from store import Engine, load_config
 from store.analysis.embeddings import open_embedder
 from store.analysis.nlp import NLP
-from store.ranking import scoring
+from store.ranking import learned, scoring
 
-POOL = 100
-"""Candidates reranked per question: the default's first ``POOL`` (its recall@100 bounds the model's)."""
 STRENGTHS = (0.001, 0.01, 0.1, 1.0)
 """The inverse regularisation strengths (``C``) cross-validation chooses among."""
-_ASKS_WHEN = re.compile(r"\s*(when|what (year|month|day|date|time)|which (year|month|day))\b", re.IGNORECASE)
-TIME_WORDS = re.compile(
-    r"\b(yesterday|today|tonight|tomorrow|ago|weekend|recently|lately|soon|earlier"
-    r"|(last|next|this|past|coming)\s+(week|month|year|summer|winter|spring|fall|autumn|night|morning|evening)"
-    r"|january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-    r"|(19|20)\d\d|\d{1,2}(:\d\d)?\s?(am|pm)|(a|one|two|three|few|couple of)\s+(days?|weeks?|months?|years?))\b",
-    re.IGNORECASE,
-)
-"""Words that place a text in time: what search could read from a candidate's text without NER (on
-the dev memories it agrees with spaCy's DATE and TIME entities on 93% of turns and 92% of facts)."""
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """What a feature may read of one memory for one question."""
+class Described(learned.Candidate):
+    """A candidate as the engine describes it, and whether spaCy finds a date or time in it."""
 
-    default: float
-    similarity: float
-    keyword: float
-    """Its own BM25, squashed by the query's sigmoid."""
-    keyword_with_context: float
-    entity: float
-    bm25: float
-    neighbour_similarity: float
-    neighbour_keyword: float
-    asks: bool
     mentions_time: bool
-    """spaCy finds a date or a time in it."""
-    time_words: bool
-    """``TIME_WORDS`` finds one."""
-    semantic_rank: int
-    keyword_rank: int | None
-    term_count: int
-    asks_when: bool
-    asks_who: bool
 
 
-FEATURES: dict[str, Callable[[Candidate], float]] = {
-    "default score": lambda c: c.default,
-    "similarity": lambda c: c.similarity,
-    "keyword (own)": lambda c: c.keyword,
-    "keyword (with context)": lambda c: c.keyword_with_context,
-    "entity boost": lambda c: c.entity,
-    "raw BM25": lambda c: c.bm25,
-    "best neighbour's similarity": lambda c: c.neighbour_similarity,
-    "best neighbour's keyword": lambda c: c.neighbour_keyword,
-    "asks a question": lambda c: float(c.asks),
-    "1 / semantic rank": lambda c: 1.0 / (1 + c.semantic_rank),
-    "1 / keyword rank": lambda c: 0.0 if c.keyword_rank is None else 1.0 / (1 + c.keyword_rank),
-    "query terms / 10": lambda c: c.term_count / 10,
-    "similarity × asks when": lambda c: c.similarity * c.asks_when,
-    "keyword × asks when": lambda c: c.keyword * c.asks_when,
-    "similarity × asks who": lambda c: c.similarity * c.asks_who,
-    "entity boost × asks who": lambda c: c.entity * c.asks_who,
-    "similarity × neighbour's": lambda c: c.similarity * c.neighbour_similarity,
+TIME_FEATURES: dict[str, learned.Feature] = {
+    "mentions a time": lambda c: float(c.mentions_time),  # type: ignore[attr-defined]
+    "mentions a time × asks when": lambda c: float(c.mentions_time and c.query.asks_when),  # type: ignore[attr-defined]
 }
-TIME_FEATURES: dict[str, Callable[[Candidate], float]] = {
-    "mentions a time": lambda c: float(c.mentions_time),
-    "mentions a time × asks when": lambda c: float(c.mentions_time and c.asks_when),
-}
-TIME_WORD_FEATURES: dict[str, Callable[[Candidate], float]] = {
-    "time words": lambda c: float(c.time_words),
-    "time words × asks when": lambda c: float(c.time_words and c.asks_when),
-}
+SHIPPED = "learned + time words"
+"""The feature set ``ranking = "learned"`` runs (``store.ranking.learned.FEATURES``)."""
 FEATURE_SETS = {
-    "learned": FEATURES,
-    "learned + time mention": {**FEATURES, **TIME_FEATURES},
-    "learned + time words": {**FEATURES, **TIME_WORD_FEATURES},
+    "learned": learned.SIGNAL_FEATURES,
+    "learned + time mention": {**learned.SIGNAL_FEATURES, **TIME_FEATURES},
+    SHIPPED: learned.FEATURES,
 }
 
 
@@ -119,15 +67,15 @@ class Question:
     asked: ideas.Asked
     shape: str
     """``turns`` or ``facts``."""
-    candidates: list[Candidate]
+    candidates: list[Described]
     rowids: list[int]
 
     @property
     def labels(self) -> np.ndarray:
         return np.array([rowid in self.asked.relevant for rowid in self.rowids], dtype=float)
 
-    def matrix(self, features: dict[str, Callable[[Candidate], float]]) -> np.ndarray:
-        return np.array([[feature(c) for feature in features.values()] for c in self.candidates])
+    def matrix(self, features: dict[str, learned.Feature]) -> np.ndarray:
+        return learned.matrix(self.candidates, features)
 
     def scores(self, order: np.ndarray) -> dict[str, float]:
         ranked = [str(self.rowids[i]) for i in order]
@@ -135,33 +83,32 @@ class Question:
 
 
 def candidates(q: ideas.Asked, scope: ideas.Scope, shape: str) -> Question:
-    """The default's first ``POOL`` memories for ``q``, described."""
+    """The default's first ``learned.POOL`` memories for ``q``, described as the engine describes them."""
     signals = ideas.default_signals(q, scope)
     params = signals.params
     own = {rowid: scoring.normalize_bm25(raw, params) for rowid, raw in q.bm25.items() if raw > 0}
     with_context = {rowid: scoring.normalize_bm25(raw, params) for rowid, raw in signals.bm25_raw.items() if raw > 0}
-    fused = scoring.fuse(signals.similarity, signals.bm25_raw, params, signals.boosts, 0.0, POOL,
+    fused = scoring.fuse(signals.similarity, signals.bm25_raw, params, signals.boosts, 0.0, learned.POOL,
                          entity_active=signals.entity_active)
-    order = sorted(scope.texts)
-    place = {rowid: i for i, rowid in enumerate(order)}
+    rowids = [rowid for rowid, _ in fused.ranked]
+    neighbours = scope.neighbours(rowids)
     semantic_rank = {rowid: i for i, rowid in enumerate(q.similarity)}
     keyword_rank = {rowid: i for i, rowid in enumerate(sorted(own, key=lambda r: -own[r]))}
-    first = q.text.split()[0].lower() if q.text.split() else ""
-    described = []
-    for rowid, breakdown in fused.ranked:
-        neighbours = [order[i] for i in (place[rowid] - 1, place[rowid] + 1) if 0 <= i < len(order)]
-        described.append(Candidate(
+    query = learned.Query.of(q.text, len(q.terms))
+    described = [
+        Described(
             default=breakdown.final_score, similarity=q.similarity[rowid], keyword=own.get(rowid, 0.0),
             keyword_with_context=with_context.get(rowid, 0.0), entity=signals.boosts.get(rowid, 0.0),
             bm25=q.bm25.get(rowid, 0.0),
-            neighbour_similarity=max((q.similarity[n] for n in neighbours), default=0.0),
-            neighbour_keyword=max((own.get(n, 0.0) for n in neighbours), default=0.0),
-            asks=rowid in scope.questions, mentions_time=rowid in scope.dated,
-            time_words=bool(TIME_WORDS.search(scope.texts[rowid])),
-            semantic_rank=semantic_rank[rowid], keyword_rank=keyword_rank.get(rowid), term_count=len(q.terms),
-            asks_when=bool(_ASKS_WHEN.match(q.text)), asks_who=first in ("who", "whom", "whose"),
-        ))
-    return Question(q, shape, described, [rowid for rowid, _ in fused.ranked])
+            neighbour_similarity=max((q.similarity[n] for n, _ in neighbours[rowid]), default=0.0),
+            neighbour_keyword=max((own.get(n, 0.0) for n, _ in neighbours[rowid]), default=0.0),
+            asks=rowid in scope.questions, time_words=bool(learned.TIME_WORDS.search(scope.texts[rowid])),
+            semantic_rank=semantic_rank[rowid], keyword_rank=keyword_rank.get(rowid), query=query,
+            mentions_time=rowid in scope.dated,
+        )
+        for rowid, breakdown in fused.ranked
+    ]
+    return Question(q, shape, described, rowids)
 
 
 def read(shape: str, data: Path, db: Path) -> list[Question]:
@@ -180,7 +127,7 @@ def read(shape: str, data: Path, db: Path) -> list[Question]:
 class Model:
     """Standardised features into a class-balanced logistic regression (scikit-learn)."""
 
-    def __init__(self, features: dict[str, Callable[[Candidate], float]], strength: float) -> None:
+    def __init__(self, features: dict[str, learned.Feature], strength: float) -> None:
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
@@ -202,8 +149,14 @@ class Model:
         """Each feature's weight on the standardised scale."""
         return dict(zip(self.features, self.pipeline[-1].coef_[0]))
 
+    def fitted(self) -> learned.Weights:
+        """The model as ``ranking = "learned"`` runs it."""
+        scaler, regression = self.pipeline
+        return learned.Weights(tuple(self.features), scaler.mean_, scaler.scale_, regression.coef_[0],
+                               float(regression.intercept_[0]))
 
-def cross_validated(features: dict[str, Callable[[Candidate], float]], tune: Sequence[Question]) -> float:
+
+def cross_validated(features: dict[str, learned.Feature], tune: Sequence[Question]) -> float:
     """The strength whose models, each fitted without one tune conversation, rank that
     conversation's questions (both shapes) best by mean recall@10."""
     conversations = sorted({q.asked.sample_id for q in tune})
@@ -227,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=locomo.DEFAULT_PATH, help="a LoCoMo-format JSON file")
     parser.add_argument("--db", type=Path, default=report.RESULTS / "locomo.db",
                         help="benchmark database file (one per shape, built when missing)")
+    parser.add_argument("--write-weights", action="store_true",
+                        help=f"save the shipped feature set's model as {learned.WEIGHTS.name}")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
 
@@ -239,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = Model(features, chosen[name]).fit(tune)
         rankings[name] = [model.rank(q) for q in questions]
         weights[name] = model.weights()
+        if name == SHIPPED and args.write_weights:
+            fitted_on = f"{args.data.name}, tune conversations of both shapes, C = {chosen[name]}"
+            learned.WEIGHTS.write_text(model.fitted().to_json(fitted_on), encoding="utf-8")
         print(f"  {name}: C = {chosen[name]}", file=sys.stderr, flush=True)
     scores = {name: [q.scores(order) for q, order in zip(questions, orders)] for name, orders in rankings.items()}
 
@@ -262,12 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     weight_rows = [[feature, *(f"{weights[name][feature]:+.3f}" if feature in weights[name] else ""
                                for name in FEATURE_SETS)]
-                   for feature in {**FEATURE_SETS["learned + time mention"], **TIME_WORD_FEATURES}]
+                   for feature in {**FEATURE_SETS["learned + time mention"], **learned.TIME_WORD_FEATURES}]
     section = "\n\n".join([
         "## Learned fusion, rescored (LoCoMo dev, both shapes)",
         f"`{report.command_line()}`",
         report.environment(),
-        (f"Each question's first {POOL} memories under the default, reranked by each model "
+        (f"Each question's first {learned.POOL} memories under the default, reranked by each model "
          "(`bench/learned.py` says how the models are chosen and fitted)."),
         report.table(["shape", "conversations", "ranking", "recall@10", "ndcg@10", "mrr"], rows),
         "Turns by category, all conversations, recall@10:",

@@ -10,6 +10,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench import corpus, ideas, locomo, metrics, quality, ranking_cost, report, speed
@@ -17,6 +18,7 @@ from bench.scope_search import SCOPE
 from bench.stages import SEARCH_STAGES, StageClock
 from mcp_server.tools.server import TOOLS
 from store import Config, Engine, MemoryInput
+from store.ranking import scoring
 from store.scope import Scope as StoreScope
 from store.sqlite.signals import SignalReads
 
@@ -242,6 +244,33 @@ def test_learned_fusion_reranks_the_defaults_candidates(config: Config, embedder
         assert question.matrix(features).shape == (40, len(features))
         assert sorted(model.rank(question)) == list(range(40))
     assert list(model.weights()) == list(features)
+
+
+@pytest.mark.only_on("sqlite")
+def test_the_engines_learned_ranking_is_the_one_the_bench_measures(config: Config, embedder, nlp):
+    """On a slice that fits in one over-fetch, ``ranking = "learned"`` orders exactly as
+    ``bench/learned.py`` scores its candidates with the shipped weights (below the gate excepted)."""
+    from bench import learned as bench_learned
+    from store.ranking import learned
+
+    (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]
+    tiny = locomo.head(sample, max_turns=40, max_questions=8)
+    with Engine(config.replace("search", ranking="learned"), embedder=embedder, nlp=nlp) as engine:
+        scopes, asked = ideas.read_questions(engine, [tiny], quality.ingest(engine, [tiny]))
+        with engine.backend.snapshot() as view:
+            rows = view.memories_by_rowid(list(scopes["conv-30"].texts), StoreScope("conv-30"))
+        rowid_of = {row.id: rowid for rowid, row in rows.items()}
+        searched = []
+        for q in asked:
+            explained = engine.explain(q.text, user_id=q.sample_id, top_k=quality.TOP_K)
+            searched.append([rowid_of[hit.memory.id] for hit in explained.hits or explained.withheld])
+    threshold = config.search.threshold
+    for q, got in zip(asked, searched):
+        question = bench_learned.candidates(q, scopes[q.sample_id], "turns")
+        kept = [i for i, c in enumerate(question.candidates) if scoring.passes_gate(c.similarity, threshold)]
+        order = np.argsort(-learned.shipped().logits([question.candidates[i] for i in kept]), kind="stable")
+        assert got == [question.rowids[kept[i]] for i in order][: quality.TOP_K]
+    assert any(c.time_words for c in question.candidates)
 
 
 def test_a_turn_only_asks_when_every_sentence_is_a_question():
