@@ -100,6 +100,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(
         DEFAULT, {}, "configs/default.toml: the rows above + a query entity also reaches the longer names holding it"
     ),
+    Variant("trimem learned", {"ranking": "learned"},
+            "a logistic regression reorders the default's first 100 (store/ranking/learned.py)"),
     Variant("trimem without union pool", {"candidate_pool": "semantic"}),
     Variant("trimem without keyword context", {"keyword_context": 0.0}),
     Variant("trimem without entity rarity", {"entity_weighting": "mem0"}),

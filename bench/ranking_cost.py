@@ -1,13 +1,14 @@
 """What the default ranking costs over Mem0's: search p50 of both, interleaved, at growing sizes.
 
-    python -m bench ranking_cost [--sizes 1000,10000] [--queries 300] [--rounds 2]
+    python -m bench ranking_cost [--sizes 1000,10000] [--queries 300] [--rounds 2] [--ranking R] [--baseline B]
 
 One scope grows to each size exactly as ``bench/speed.py`` builds it (``scope_search.grow`` with
 the ``Replay`` models). At each size two engines with the real models are open on the
 same file: the configuration's ranking (the default, ``ranking = "trimem"``) and
 ``ranking = "mem0"``. Each question is asked of both, warm, ``top_k=10``, in alternating
 order, so a busy moment of a shared machine falls on both alike; the figure is the ratio
-of their p50s. Beside it, measured in the same run, the floor: one forward pass of the
+of their p50s (``--ranking`` and ``--baseline`` measure another pair: ``--ranking learned
+--baseline trimem`` is what learned fusion costs over the default). Beside it, measured in the same run, the floor: one forward pass of the
 model for the query plus a numpy top-k over the stored vectors. The budget is a ratio
 of at most 1.2. "nothing" is the share of the questions the default answered with no memory
 (the relevance decision, ``store/ranking/relevance.py``): the scope holds the conversations in file
@@ -72,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300, help="questions timed per size and round")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per size")
     parser.add_argument("--db", type=Path, default=report.RESULTS / "ranking-cost.db", help="benchmark database")
+    parser.add_argument("--ranking", default="", help="the ranking measured (default: the configuration's)")
+    parser.add_argument("--baseline", default="mem0", help="the ranking it is measured against")
     args = parser.parse_args(argv)
 
     report.RESULTS.mkdir(parents=True, exist_ok=True)
@@ -93,10 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Engine(base, embedder=replay, nlp=replay) as engine:
             grow(engine, texts[stored:size], run)
         stored = size
-        mem0_config = base.replace("search", ranking="mem0")
+        measured = base.replace("search", ranking=args.ranking or base.search.ranking)
         with (
-            Engine(base, embedder=embedder, nlp=nlp) as default,
-            Engine(mem0_config, embedder=embedder, nlp=nlp) as mem0,
+            Engine(measured, embedder=embedder, nlp=nlp) as default,
+            Engine(base.replace("search", ranking=args.baseline), embedder=embedder, nlp=nlp) as mem0,
         ):
             measure_floors(default, questions, run)
             floor = floor_ms(run)
@@ -107,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  {size:>7} round {round_}: {p50:.1f} vs {p50_mem0:.1f} ms", file=sys.stderr, flush=True)
             everyday_rows.append([f"{size:,}", *asked_everyday(default)])
     environment = report.environment({"spaCy pipeline": nlp.tier, "embedding backend": embedder.backend})
-    headers = ["memories", "round", "default p50, ms", "mem0 p50, ms", "ratio", "floor, ms", "nothing"]
+    headers = ["memories", "round", f"{args.ranking or 'default'} p50, ms", f"{args.baseline} p50, ms", "ratio",
+               "floor, ms", "nothing"]
     everyday_headers = ["memories (+ the everyday facts)", "answerable: memory in top 3",
                         "unrelated to the facts: nothing"]
     print(f"`{report.command_line()}`\n\n{environment}\n\n{report.table(headers, rows)}\n\nBudget: ratio ≤ {BUDGET}."
