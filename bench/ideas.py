@@ -41,7 +41,7 @@ from store.analysis.embeddings import open_embedder
 from store.analysis.nlp import NLP
 from store.analysis.terms import plain_terms
 from store.backend import Snapshot
-from store.ranking import retrieval, scoring
+from store.ranking import learned, retrieval, scoring
 from store.scope import Scope as StoreScope
 from store.sqlite.sql import DIALECT
 from store.sqlite.statements import SQLiteSnapshot
@@ -56,7 +56,6 @@ FRAMING_NOUNS = frozenset({"kind", "type", "way", "sort"})
 """Nouns that frame a question ("what kind of …") rather than name its subject."""
 _CAPTION = re.compile(r"\s*\[shares [^\]]*\]$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_ASKS_WHEN = re.compile(r"\s*(when|what (year|month|day|date|time)|which (year|month|day))\b", re.IGNORECASE)
 
 
 # --- what is read once --------------------------------------------------------------------
@@ -456,7 +455,7 @@ def time_answer(q: Asked, s: Scope, _: Keywords) -> Signals:
     """A question asking when boosts the memories that mention a time, as an entity the
     question names (similarity 1) linked to each of them, rarity included."""
     base = default_signals(q, s)
-    if not _ASKS_WHEN.match(q.text) or not s.dated:
+    if not learned.ASKS_WHEN.match(q.text) or not s.dated:
         return base
     boost = scoring.entity_boost(1.0, len(s.dated), scoring.entity_rarity(len(s.dated), s.size))
     boosts = dict(base.boosts)
