@@ -354,7 +354,7 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
     # when the query has no answer), and for explain the dropped ones.
     ranked = fusion.ranked if decision is None or decision.answerable or explain else []
     if reorder:
-        ranked = learned_order(snapshot, prepared, request, signals, semantic, ranked)[: request.top_k]
+        ranked = learned_order(snapshot, prepared, request, signals, semantic, params, ranked)[: request.top_k]
     shown = [rowid for rowid, _ in ranked] + ([rowid for rowid, _ in fusion.below_threshold] if explain else [])
     rows = snapshot.memories_by_rowid(shown, request.scope)
     dropped: list[DroppedCandidate] = []
@@ -400,6 +400,7 @@ def learned_order(
     request: SearchRequest,
     signals: Signals,
     semantic: dict[int, float],
+    params: scoring.SigmoidParams,
     ranked: list[tuple[int, scoring.ScoreBreakdown]],
 ) -> list[tuple[int, scoring.ScoreBreakdown]]:
     """``ranked`` (the default's first ``learned.POOL``) in the order of the learned model, each
@@ -407,7 +408,6 @@ def learned_order(
     their neighbours' similarities read exactly where the signals did not reach them."""
     if not ranked:
         return ranked
-    params = scoring.bm25_params(len(prepared.terms))
     rowids = [rowid for rowid, _ in ranked]
     own = {rowid: scoring.normalize_bm25(raw, params) for rowid, raw in signals.keyword_hits.items() if raw > 0}
     adjacent = snapshot.adjacent_memories(rowids, request.scope, request.filters, request.live_on)
