@@ -39,14 +39,14 @@ def test_the_shipped_weights_are_for_the_features_the_engine_reads() -> None:
 
 def test_a_logit_is_the_standardised_features_times_the_coefficients() -> None:
     size = len(learned.FEATURES)
-    weights = learned.Weights(tuple(learned.FEATURES), np.full(size, 0.5), np.full(size, 2.0), np.zeros(size), -1.0)
-    coefficients = weights.coefficients.copy()
+    coefficients = np.zeros(size)
     coefficients[list(learned.FEATURES).index("similarity")] = 4.0
-    weights = learned.Weights(weights.features, weights.mean, weights.scale, coefficients, weights.intercept)
+    weights = learned.Weights(tuple(learned.FEATURES), np.full(size, 0.5), np.full(size, 2.0), coefficients, -1.0)
     (logit,) = weights.logits([candidate(similarity=0.9)])
     assert logit == pytest.approx((0.9 - 0.5) / 2.0 * 4.0 - 1.0)
     assert learned.probability(0.0) == 0.5 and learned.probability(logit) == pytest.approx(1 / (1 + np.exp(-logit)))
     assert weights.logits([]).shape == (0,)
+    assert learned.probability(-1e4) == 0.0 and learned.probability(1e4) == 1.0  # no overflow far out
 
 
 def test_what_the_features_read_of_a_query_and_a_text() -> None:

@@ -144,5 +144,6 @@ def shipped() -> Weights:
 
 
 def probability(logit: float) -> float:
-    """The score a learned hit carries: the model's probability that it answers the query."""
-    return 1.0 / (1.0 + math.exp(-logit))
+    """The score a learned hit carries: the model's probability that it answers the query (the
+    logistic function, as tanh, which cannot overflow however far the logit lies)."""
+    return 0.5 * (1.0 + math.tanh(logit / 2.0))
