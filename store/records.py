@@ -75,15 +75,43 @@ class EntityMatch:
 
 
 @dataclass(frozen=True)
+class Pull:
+    """One feature's part in a learned score: its value for this memory, and what it adds to the
+    logit (its coefficient times the value standardised)."""
+
+    feature: str
+    value: float
+    pull: float
+
+
+@dataclass(frozen=True)
+class LearnedScore:
+    """Why learned fusion (``store.ranking.learned``) placed a memory where it did:
+    ``logit = intercept + Σ pulls``, and the memory's score is ``probability`` (the logistic of the
+    logit)."""
+
+    probability: float
+    logit: float
+    intercept: float
+    strongest: tuple[Pull, ...]
+    """The ``store.ranking.learned.SHOWN_PULLS`` features that moved the logit most, either way."""
+    others: float
+    """What the other features add together."""
+
+
+@dataclass(frozen=True)
 class SearchHit:
-    """A ranked memory with its fused score in [0, 1]; ``details``, and where its entity boost
-    and keyword score come from, only when explained."""
+    """A ranked memory with its score in [0, 1] (the fused score, or under learned fusion the
+    model's probability); ``details``, and where its entity boost and keyword score come from,
+    only when explained."""
 
     memory: Memory
     score: float
     details: ScoreBreakdown | None = None
     entity_match: EntityMatch | None = None
     keyword_source: KeywordSource | None = None
+    learned: LearnedScore | None = None
+    """Under learned fusion, explained: how the model turned the signals into ``score``."""
 
 
 @dataclass(frozen=True)

@@ -62,23 +62,49 @@ def test_what_the_features_read_of_a_query_and_a_text() -> None:
     assert named["time words"] == named["time words × asks when"] == 1.0 and named["query terms / 10"] == 0.2
 
 
-def test_learned_ranking_reorders_the_defaults_candidates(
+def test_a_learned_score_names_its_strongest_features_and_adds_up() -> None:
+    size = len(learned.FEATURES)
+    coefficients = np.linspace(-1.0, 1.0, size)
+    weights = learned.Weights(tuple(learned.FEATURES), np.full(size, 0.2), np.full(size, 0.5), coefficients, -0.7)
+    candidates = [candidate(similarity=0.3), candidate(similarity=0.9, time_words=True, asks=True)]
+    ranked = weights.rank(candidates, 5)
+    assert [i for i, _ in ranked] == list(np.argsort(-weights.logits(candidates), kind="stable"))
+    for i, score in ranked:
+        assert score.logit == pytest.approx(weights.logits([candidates[i]])[0])
+        assert score.probability == learned.probability(score.logit)
+        assert score.logit == pytest.approx(score.intercept + sum(p.pull for p in score.strongest) + score.others)
+        assert len(score.strongest) == learned.SHOWN_PULLS
+        sizes = [abs(p.pull) for p in score.strongest]
+        everything = np.abs(weights.pulls(learned.matrix([candidates[i]]))[0])
+        assert sizes == sorted(sizes, reverse=True) and sizes[-1] >= np.sort(everything)[-learned.SHOWN_PULLS - 1]
+        named = dict(zip(learned.FEATURES, learned.matrix([candidates[i]])[0]))
+        assert all(p.value == named[p.feature] for p in score.strongest)
+    assert weights.rank(candidates, 1) == ranked[:1] and weights.rank([], 3) == []
+
+
+def test_learned_ranking_reorders_the_hand_set_fusions_candidates(
     config: Config, engine_factory: Callable[[Config], Engine]
 ) -> None:
-    with engine_factory(config) as engine:
+    hand_set = config.replace("search", ranking="trimem")
+    with engine_factory(hand_set) as engine:
         engine.add_many([MemoryInput(text) for text in FACTS], user_id="ana")
     query = "When did Ana start the night shift?"
     with engine_factory(config.replace("search", ranking="learned")) as engine:
         hits = engine.search(query, user_id="ana", top_k=4, threshold=0)
         explained = engine.explain(query, user_id="ana", top_k=4, threshold=0)
         wide = engine.search(query, user_id="ana", top_k=20, threshold=0)
-    with engine_factory(config) as engine:
-        default = engine.search(query, user_id="ana", top_k=20, threshold=0)
+    with engine_factory(hand_set) as engine:
+        fused = engine.explain(query, user_id="ana", top_k=20, threshold=0)
     assert len(hits) == 4 and [hit.memory.id for hit in hits] == [hit.memory.id for hit in wide[:4]]
     scores = [hit.score for hit in wide]
     assert scores == sorted(scores, reverse=True) and all(0 < score < 1 for score in scores)
-    assert {hit.memory.id for hit in wide} == {hit.memory.id for hit in default}  # the same candidates, reordered
+    assert {hit.memory.id for hit in wide} == {hit.memory.id for hit in fused.hits}  # the same candidates, reordered
     assert hits[0].memory.text == FACTS[1]
     assert [hit.memory.id for hit in explained.hits] == [hit.memory.id for hit in hits]
-    assert explained.hits[0].details is not None and explained.hits[0].details.final_score == hits[0].score
-
+    parts = {hit.memory.id: hit.details for hit in fused.hits}
+    for hit, shown in zip(explained.hits, hits):
+        assert hit.learned is not None and hit.learned.probability == hit.score == shown.score
+        assert hit.details == parts[hit.memory.id]  # the fusion's parts, as the hand-set ranking explains them
+        assert hit.learned.logit == pytest.approx(
+            hit.learned.intercept + sum(p.pull for p in hit.learned.strongest) + hit.learned.others)
+    assert all(hit.learned is None for hit in hits + fused.hits)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from store.records import LearnedScore, Pull
+
 POOL = 100
 """Candidates reordered per search: the default ranking's first ``POOL``."""
 WEIGHTS = Path(__file__).with_name("learned.json")
@@ -108,7 +110,12 @@ FEATURES: dict[str, Feature] = {**SIGNAL_FEATURES, **TIME_WORD_FEATURES}
 
 def matrix(candidates: Sequence[Candidate], features: dict[str, Feature] = FEATURES) -> np.ndarray:
     """One row per candidate, one column per feature."""
-    return np.array([[feature(c) for feature in features.values()] for c in candidates], dtype=np.float64)
+    return np.array([[feature(c) for feature in features.values()] for c in candidates],
+                    dtype=np.float64).reshape(len(candidates), len(features))
+
+
+SHOWN_PULLS = 5
+"""Features named in a learned score's explanation, the strongest first; the rest are summed."""
 
 
 @dataclass(frozen=True)
@@ -122,9 +129,27 @@ class Weights:
     intercept: float
 
     def logits(self, candidates: Sequence[Candidate]) -> np.ndarray:
-        if not candidates:
-            return np.zeros(0)
-        return ((matrix(candidates) - self.mean) / self.scale) @ self.coefficients + self.intercept
+        return self.pulls(matrix(candidates)).sum(axis=1) + self.intercept
+
+    def pulls(self, values: np.ndarray) -> np.ndarray:
+        """What each feature adds to each candidate's logit (one row of ``matrix`` per candidate)."""
+        return (values - self.mean) / self.scale * self.coefficients
+
+    def rank(self, candidates: Sequence[Candidate], top_k: int) -> list[tuple[int, LearnedScore]]:
+        """The best ``top_k`` candidates by the model, as their indices in ``candidates``, each with
+        its score and the features that made it."""
+        values = matrix(candidates)
+        pulls = self.pulls(values)
+        logits = pulls.sum(axis=1) + self.intercept
+        ranked = []
+        for i in np.argsort(-logits, kind="stable")[:top_k]:
+            strongest = np.argsort(-np.abs(pulls[i]), kind="stable")[:SHOWN_PULLS]
+            ranked.append((int(i), LearnedScore(
+                probability(float(logits[i])), float(logits[i]), self.intercept,
+                tuple(Pull(self.features[f], float(values[i, f]), float(pulls[i, f])) for f in strongest),
+                float(pulls[i].sum() - pulls[i, strongest].sum()),
+            )))
+        return ranked
 
     def to_json(self, fitted_on: str) -> str:
         return json.dumps({

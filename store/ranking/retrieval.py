@@ -16,7 +16,6 @@ the query analysis records which signals ran.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -353,8 +352,9 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
     # Rows are read for what is returned: the ranked memories (for explain, also those withheld
     # when the query has no answer), and for explain the dropped ones.
     ranked = fusion.ranked if decision is None or decision.answerable or explain else []
+    learned_scores: dict[int, learned.LearnedScore] = {}
     if reorder:
-        ranked = learned_order(snapshot, prepared, request, signals, semantic, params, ranked)[: request.top_k]
+        ranked, learned_scores = learned_order(snapshot, prepared, request, signals, semantic, params, ranked)
     shown = [rowid for rowid, _ in ranked] + ([rowid for rowid, _ in fusion.below_threshold] if explain else [])
     rows = snapshot.memories_by_rowid(shown, request.scope)
     dropped: list[DroppedCandidate] = []
@@ -368,10 +368,11 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
     hits = [
         SearchHit(
             memory=to_memory(rows[rowid]),
-            score=breakdown.final_score,
+            score=learned_scores[rowid].probability if reorder else breakdown.final_score,
             details=breakdown if explain else None,
             entity_match=signals.entity_matches.get(rowid) if explain else None,
             keyword_source=signals.keyword_sources.get(rowid) if explain and breakdown.bm25_score else None,
+            learned=learned_scores.get(rowid) if explain else None,
         )
         for rowid, breakdown in ranked
     ]
@@ -402,12 +403,13 @@ def learned_order(
     semantic: dict[int, float],
     params: scoring.SigmoidParams,
     ranked: list[tuple[int, scoring.ScoreBreakdown]],
-) -> list[tuple[int, scoring.ScoreBreakdown]]:
-    """``ranked`` (the default's first ``learned.POOL``) in the order of the learned model, each
-    scored with its probability: the candidates described as ``store.ranking.learned`` reads them,
-    their neighbours' similarities read exactly where the signals did not reach them."""
+) -> tuple[list[tuple[int, scoring.ScoreBreakdown]], dict[int, learned.LearnedScore]]:
+    """The first ``top_k`` of ``ranked`` (the fusion's first ``learned.POOL``) in the order of the
+    learned model, and each one's learned score: the candidates described as
+    ``store.ranking.learned`` reads them, their neighbours' similarities read exactly where the
+    signals did not reach them."""
     if not ranked:
-        return ranked
+        return [], {}
     rowids = [rowid for rowid, _ in ranked]
     own = {rowid: scoring.normalize_bm25(raw, params) for rowid, raw in signals.keyword_hits.items() if raw > 0}
     adjacent = snapshot.adjacent_memories(rowids, request.scope, request.filters, request.live_on)
@@ -432,12 +434,8 @@ def learned_order(
         )
         for rowid, breakdown in ranked
     ]
-    logits = learned.shipped().logits(candidates)
-    order = np.argsort(-logits, kind="stable")
-    return [
-        (ranked[i][0], dataclasses.replace(ranked[i][1], final_score=learned.probability(float(logits[i]))))
-        for i in order
-    ]
+    order = learned.shipped().rank(candidates, request.top_k)
+    return [ranked[i] for i, _ in order], {ranked[i][0]: score for i, score in order}
 
 
 def judge_relevance(
