@@ -23,6 +23,7 @@ from store.records import (
     Explanation,
     HistoryEvent,
     HistoryEventKind,
+    LearnedScore,
     Memory,
     QueryAnalysis,
     SearchHit,
@@ -83,7 +84,7 @@ class AddOutput(BaseModel):
 
 
 class ScoredMemory(MemoryOut):
-    score: float = Field(description="Fused relevance in [0, 1]: meaning, keywords and entities combined.")
+    score: float = Field(description="Relevance in [0, 1]: meaning, keywords and entities combined.")
 
     @classmethod
     def of_hit(cls, hit: SearchHit, max_chars: int, **extra: Any) -> ScoredMemory:
@@ -102,13 +103,19 @@ class SearchOutput(BaseModel):
 
 class ExplainedMemory(ScoredMemory):
     score_parts: ScoreBreakdown = Field(
-        description="final_score = min((semantic_score + bm25_score + entity_boost) / max_possible_score, 1)."
+        description="The fused score: final_score = min((semantic_score + bm25_score + entity_boost) / "
+        "max_possible_score, 1)."
     )
     entity_match: EntityMatch | None = Field(description="The stored entity behind entity_boost, if any.")
     keyword_source: KeywordSource | None = Field(
         description="Where bm25_score comes from: "
         + "; ".join(f"'{source}': {meaning}" for source, meaning in KEYWORD_SOURCES.items())
         + ". Null when it has none."
+    )
+    learned: LearnedScore | None = Field(
+        description="With ranking 'learned', how the model turned the signals into score: "
+        "logit = intercept + the strongest features' pulls + others, score = 1 / (1 + e^-logit). "
+        "Null under the other rankings, where score is score_parts.final_score."
     )
 
 
@@ -151,7 +158,7 @@ class ExplainOutput(BaseModel):
             return [
                 ExplainedMemory.of_hit(
                     hit, max_chars, score_parts=hit.details, entity_match=hit.entity_match,
-                    keyword_source=hit.keyword_source,
+                    keyword_source=hit.keyword_source, learned=hit.learned,
                 )
                 for hit in hits
             ]

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from store.ranking.relevance import Relevance
+from store.records import LearnedScore
 
 
 def metadata_value(value: Any) -> str:
@@ -23,3 +24,11 @@ def relevance_line(relevance: Relevance) -> str:
     why = ("; a name it mentions is known here" if relevance.known_name
            else "; no name it mentions is known here" if relevance.unknown_names else "")
     return f"relevance: {verdict} ({best} {sign} bar {relevance.bar:g}{why}){f'; names: {names}' if names else ''}"
+
+
+def learned_line(learned: LearnedScore) -> str:
+    """How learned fusion scored a memory, in one line: the logit as the sum of its parts (the
+    strongest features by name), then the score it gives."""
+    parts = [f"intercept {learned.intercept:+.2f}", *(f"{p.feature} {p.pull:+.2f}" for p in learned.strongest),
+             f"others {learned.others:+.2f}"]
+    return f"learned: {' '.join(parts)} = logit {learned.logit:+.2f}, score {learned.probability:.3f}"

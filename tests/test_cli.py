@@ -14,6 +14,7 @@ from conftest import db_argument
 from mcp_server.cli import cli
 from store import Config, Engine
 from store.ranking.scoring import KEYWORD_SOURCES
+from store.records import short_id
 
 
 @pytest.fixture
@@ -66,12 +67,29 @@ def test_search_explain_prints_a_table(run: Callable) -> None:
     table = run("search", "Where does Ana work?", "--explain", "--threshold", "0.3", "--format", "table").stdout
     assert "terms (2): ana work" in table
     assert "bm25 sigmoid: midpoint 5, steepness 0.7" in table
-    assert "final  semantic  bm25" in table
+    assert "score  fused  semantic  bm25" in table
     assert "Ana works at Globex in Lisbon" in table
     assert "below_threshold" in table  # Bob, dropped by the semantic gate
+    assert "learned:" not in table  # the default ranking is the hand-set fusion
     explained = output_json(run("search", "Where does Ana work?", "--explain", "--threshold", "0.3"))
     assert explained["analysis"]["term_count"] == 2 and explained["dropped"][0]["reason"] == "below_threshold"
     assert explained["results"][0]["score_parts"]["threshold"] == 0.3  # explain_search's shape
+
+
+def test_search_explain_says_what_moved_a_learned_order(run: Callable, monkeypatch: pytest.MonkeyPatch) -> None:
+    for text in ("Ana works at Globex in Lisbon", "Ana started at Globex last May", "Bob is a carpenter"):
+        run("add", text)
+    monkeypatch.setenv("TRIMEM_RANKING", "learned")
+    query = "When did Ana start at Globex?"
+    table = " ".join(run("search", query, "--explain", "--format", "table").stdout.split())  # the notes wrap
+    results = output_json(run("search", query, "--explain"))["results"]
+    assert [hit["text"] for hit in results[:1]] == ["Ana started at Globex last May"]
+    for hit in results:
+        learned = hit["learned"]
+        assert learned["probability"] == hit["score"] and hit["score"] != hit["score_parts"]["final_score"]
+        strongest = " ".join(f"{p['feature']} {p['pull']:+.2f}" for p in learned["strongest"])
+        assert (f"{short_id(hit['id'])} learned: intercept {learned['intercept']:+.2f} {strongest} "
+                f"others {learned['others']:+.2f} = logit {learned['logit']:+.2f}, score {hit['score']:.3f}") in table
 
 
 def test_search_explain_says_where_a_keyword_score_comes_from(run: Callable) -> None:

@@ -80,6 +80,7 @@ async def test_memory_lifecycle_and_scopes(client: Client) -> None:
     parts = hit["score_parts"]
     assert parts["final_score"] == pytest.approx(hit["score"])
     assert parts["raw_score"] == pytest.approx(parts["semantic_score"] + parts["bm25_score"] + parts["entity_boost"])
+    assert hit["learned"] is None  # the default ranking is the hand-set fusion: score is final_score
     assert explained["analysis"]["filters_applied"] is True
     assert explained["analysis"]["term_count"] == len(explained["analysis"]["lemmatized_terms"])
 
@@ -126,6 +127,26 @@ async def test_texts_are_capped_and_flagged(connect: Callable[..., Any], config:
         assert (memory["text"], memory["truncated"]) == ("Ana keeps ", True)
         hit = (await call(client, "search_memory", query="bees"))["results"][0]
         assert (hit["text"], hit["truncated"]) == ("Ana keeps ", True)
+
+
+async def test_explain_under_learned_order_says_what_moved_each_memory(
+    connect: Callable[..., Any], config: Config
+) -> None:
+    async with connect(config.replace("search", ranking="learned")) as client:
+        for text in ("Ana works as a nurse in Lisbon", "Ana started the night shift last week", "Bob is a carpenter"):
+            await call(client, "add_memory", text=text)
+        query = "When did Ana start the night shift?"
+        found = (await call(client, "search_memory", query=query))["results"]
+        explained = (await call(client, "explain_search", query=query))["results"]
+    assert [hit["id"] for hit in explained] == [hit["id"] for hit in found]
+    assert found[0]["text"] == "Ana started the night shift last week"
+    for hit, shown in zip(explained, found):
+        learned, parts = hit["learned"], hit["score_parts"]
+        assert learned["probability"] == pytest.approx(shown["score"]) == pytest.approx(hit["score"])
+        assert parts["final_score"] == pytest.approx(min(parts["raw_score"] / parts["max_possible_score"], 1))
+        assert [set(pull) for pull in learned["strongest"]] == [{"feature", "value", "pull"}] * 5
+        assert learned["logit"] == pytest.approx(
+            learned["intercept"] + sum(pull["pull"] for pull in learned["strongest"]) + learned["others"])
 
 
 async def test_default_user_comes_from_the_environment(connect: Callable[..., Any], db_path: Any) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from ui_page import USER, Ui  # pytest puts tests/ on sys.path (prepend import mode)
 
+from mcp_server.wording import learned_line
 from store import Engine, NotFound
 from store.ranking.scoring import KEYWORD_SOURCES
 
@@ -106,6 +107,20 @@ def test_search_draws_each_score_as_its_parts_and_reranks_live(
     page.wait_for_function(f"() => document.querySelectorAll('li.hit').length === {len(strict.hits)}")
     assert_bars_match(page, strict)
     assert "below the semantic gate" in page.inner_text("details.analysis")
+
+
+@pytest.mark.parametrize("ui_env", [{"TRIMEM_RANKING": "learned"}])
+def test_under_learned_order_each_score_says_what_moved_it(page: Any, engine: Engine, ui_env: dict) -> None:
+    search(page, QUERY)
+    with Engine(engine.config.replace("search", ranking="learned"), embedder=engine.embedder,
+                nlp=engine.nlp) as learned:
+        explanation = learned.explain(QUERY, user_id=USER)
+    shown = page.eval_on_selector_all("li.hit", "hits => hits.map(h => [h.dataset.id, h.querySelector('b').textContent])")
+    assert shown == [[hit.memory.id, f"{hit.score:.3f}"] for hit in explanation.hits]
+    assert_bars_match(page, explanation)  # the bars are still the fused score's parts
+    page.click("li.hit:first-child details.why summary")
+    first = explanation.hits[0]
+    assert first.learned is not None and learned_line(first.learned) in page.inner_text("li.hit:first-child details.why")
 
 
 def test_a_search_with_no_relevant_memory_says_so_and_shows_why(page: Any, engine: Engine) -> None:

@@ -65,13 +65,19 @@ class Ui:
 
 
 @pytest.fixture
-def ui(engine: Engine, config: Config, tmp_path: Path) -> Iterator[Ui]:
+def ui_env() -> dict[str, str]:
+    """Variables the page's process gets beside its database and user; a test parametrizes it."""
+    return {}
+
+
+@pytest.fixture
+def ui(engine: Engine, config: Config, tmp_path: Path, ui_env: dict[str, str]) -> Iterator[Ui]:
     for text, metadata in MEMORIES:
         engine.add(text, user_id=USER, metadata=metadata)
     engine.add("Bob keeps his bike in the hallway", user_id="bob")
     log = tmp_path / "ui.log"
     env = {**os.environ, "TRIMEM_DB_PATH": config.store.db_path, "TRIMEM_DATABASE_URL": config.store.database_url,
-           "TRIMEM_USER_ID": USER}
+           "TRIMEM_USER_ID": USER, **ui_env}
     with log.open("w") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "mcp_server", "ui", "--no-browser", "--port", "0"],

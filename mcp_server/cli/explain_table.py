@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from mcp_server.cli.tables import note, table
-from mcp_server.wording import relevance_line
+from mcp_server.wording import learned_line, relevance_line
 from store.ranking.scoring import KEYWORD_SOURCES
 from store.records import Explanation, short_id
 
-COLUMNS = ("rank", "final", "semantic", "bm25", "bm25_raw", "entity", "raw", "max", "id", "text")
+COLUMNS = ("rank", "score", "fused", "semantic", "bm25", "bm25_raw", "entity", "raw", "max", "id", "text")
 DROPPED_COLUMNS = ("id", "reason", "semantic", "text")
 
 
 def render(explanation: Explanation, width: int) -> str:
-    """The query analysis, one row per result with every score part, then the dropped candidates;
-    texts are wrapped to ``width`` (beside the numbers when there is room, else below them)."""
+    """The query analysis, one row per result with its score and every part of the fused score
+    (under learned fusion, a line per result says how the model made the score from them), then
+    the dropped candidates; texts are wrapped to ``width`` (beside the numbers when there is room, else below them)."""
     analysis = explanation.analysis
     summary = (
         f"terms ({analysis.term_count}): {' '.join(analysis.lemmatized_terms) or '-'}",
@@ -34,13 +35,15 @@ def render(explanation: Explanation, width: int) -> str:
         parts = hit.details
         rows.append(
             (
-                str(rank), f"{parts.final_score:.3f}", f"{parts.semantic_score:.3f}", f"{parts.bm25_score:.3f}",
-                f"{parts.bm25_raw:.2f}", f"{parts.entity_boost:.3f}", f"{parts.raw_score:.3f}",
+                str(rank), f"{hit.score:.3f}", f"{parts.final_score:.3f}", f"{parts.semantic_score:.3f}",
+                f"{parts.bm25_score:.3f}", f"{parts.bm25_raw:.2f}", f"{parts.entity_boost:.3f}", f"{parts.raw_score:.3f}",
                 f"{parts.max_possible_score:g}", short_id(hit.memory.id), hit.memory.text,
             )
         )
     lines.append(table(COLUMNS, rows, width) if rows else "(no results)")
     for hit in shown:
+        if hit.learned is not None:
+            lines.append(note(f"{short_id(hit.memory.id)} {learned_line(hit.learned)}", width))
         if hit.keyword_source not in (None, "own"):
             lines.append(note(f"keywords {short_id(hit.memory.id)}: {KEYWORD_SOURCES[hit.keyword_source]}",
                               width))

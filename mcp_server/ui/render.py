@@ -17,7 +17,7 @@ from string import Template
 from typing import Any
 
 from mcp_server.replies import NOTHING_RELEVANT
-from mcp_server.wording import metadata_value, relevance_line
+from mcp_server.wording import learned_line, metadata_value, relevance_line
 from store.ranking.scoring import KEYWORD_SOURCES
 from store.records import Explanation, HistoryEvent, Memory, ScopeCount, SearchHit
 
@@ -172,8 +172,10 @@ def hit_details(hit: SearchHit) -> str:
         ("bm25", f"{parts.bm25_score:.3f}", keyword_note(hit)),
         ("entity", f"{parts.entity_boost:.3f}", entity_note(hit)),
         ("sum", f"{parts.raw_score:.3f}", f"÷ {parts.max_possible_score:g} (the signals that fired)"),
-        ("final", f"{parts.final_score:.3f}", ""),
+        ("fused", f"{parts.final_score:.3f}", "" if hit.learned is None else "the hand-set fusion's score"),
     ]
+    if hit.learned is not None:
+        rows.append(("learned", f"{hit.learned.probability:.3f}", escape(learned_line(hit.learned))))
     return f'<details class="why"><summary>why this score</summary>{table(rows)}</details>'
 
 
