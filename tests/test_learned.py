@@ -25,7 +25,7 @@ def candidate(**values: object) -> learned.Candidate:
     base: dict[str, object] = {
         "default": 0.5, "similarity": 0.5, "keyword": 0.0, "keyword_with_context": 0.0, "entity": 0.0, "bm25": 0.0,
         "neighbour_similarity": 0.0, "neighbour_keyword": 0.0, "asks": False, "time_words": False,
-        "semantic_rank": 0, "keyword_rank": None, "query": learned.Query(4, False, False),
+        "fused_rank": 0, "query": learned.Query(4, False, False),
     }
     return learned.Candidate(**{**base, **values})  # type: ignore[arg-type]
 

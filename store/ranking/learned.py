@@ -1,9 +1,9 @@
 """Learned fusion (``ranking = "learned"``): a logistic regression reorders the default ranking's
 first ``POOL`` candidates.
 
-Each candidate is described by what the default ranking already computes (its fused score and
-three signals, raw BM25), by its neighbours in the scope, whether it asks, its ranks, the
-query's length and kind, and whether words in it place it in time (``TIME_WORDS``). The weights
+Each candidate is described by what the default ranking already computes (its fused score, its
+place in the fused order and the three signals, raw BM25), by its neighbours in the scope,
+whether it asks, the query's length and kind, and whether words in it place it in time (``TIME_WORDS``). The weights
 (``learned.json`` beside this module: each feature's mean, scale and coefficient) are fitted by
 ``python -m bench learned --write-weights`` on the tune conversations of both shapes of memory;
 ``bench/learned.py`` says how, and docs/benchmarks.md what they gain and cost. Pure arithmetic:
@@ -73,8 +73,8 @@ class Candidate:
     neighbour_keyword: float
     asks: bool
     time_words: bool
-    semantic_rank: int
-    keyword_rank: int | None
+    fused_rank: int
+    """Its place in the hand-set fusion's order, from 0."""
     query: Query
 
 
@@ -90,8 +90,7 @@ SIGNAL_FEATURES: dict[str, Feature] = {
     "best neighbour's similarity": lambda c: c.neighbour_similarity,
     "best neighbour's keyword": lambda c: c.neighbour_keyword,
     "asks a question": lambda c: float(c.asks),
-    "1 / semantic rank": lambda c: 1.0 / (1 + c.semantic_rank),
-    "1 / keyword rank": lambda c: 0.0 if c.keyword_rank is None else 1.0 / (1 + c.keyword_rank),
+    "1 / log2(2 + fused rank)": lambda c: 1.0 / math.log2(2 + c.fused_rank),
     "query terms / 10": lambda c: c.query.term_count / 10,
     "similarity × asks when": lambda c: c.similarity * c.query.asks_when,
     "keyword × asks when": lambda c: c.keyword * c.query.asks_when,

@@ -419,8 +419,6 @@ def learned_order(
                       for rowid, distance in snapshot.distances_for(prepared.embedding, around, request.scope))
     asks = snapshot.questions_among(rowids, request.scope)
     texts = {rowid: row.text for rowid, row in snapshot.memories_by_rowid(rowids, request.scope).items()}
-    semantic_rank = {rowid: i for i, rowid in enumerate(sorted(semantic, key=lambda r: (-semantic[r], r)))}
-    keyword_rank = {rowid: i for i, rowid in enumerate(sorted(own, key=lambda r: -own[r]))}
     query = learned.Query.of(prepared.text, len(prepared.terms))
     candidates = [
         learned.Candidate(
@@ -430,9 +428,9 @@ def learned_order(
             neighbour_similarity=max((similarity.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
             neighbour_keyword=max((own.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
             asks=rowid in asks, time_words=bool(learned.TIME_WORDS.search(texts.get(rowid, ""))),
-            semantic_rank=semantic_rank[rowid], keyword_rank=keyword_rank.get(rowid), query=query,
+            fused_rank=rank, query=query,
         )
-        for rowid, breakdown in ranked
+        for rank, (rowid, breakdown) in enumerate(ranked)
     ]
     order = learned.shipped().rank(candidates, request.top_k)
     return [ranked[i] for i, _ in order], {ranked[i][0]: score for i, score in order}
