@@ -10,10 +10,11 @@ of every memory of its scope, the raw BM25 of every keyword hit, and the stored 
 each query entity matches. Each idea is a small change to how those signals become the
 three inputs of ``store.ranking.scoring.fuse``, which ranks them as the engine does.
 
-``default`` is the shipped ranking rescored this way: every memory of the scope is a
-candidate, which the union pool nearly always reaches. On a slice that fits in one
-over-fetch it ranks exactly as ``Engine.search`` (``tests/test_bench_smoke.py``); on the
-dev set it is within 0.001 recall@10 of ``bench/quality.py``'s default.
+``default`` is the hand-set fusion (``ranking = "trimem"``, whose first candidates the default
+ranking reorders) rescored this way: every memory of the scope is a candidate, which the union
+pool nearly always reaches. On a slice that fits in one over-fetch it ranks exactly as
+``Engine.search`` with that ranking (``tests/test_bench_smoke.py``); on the dev set it is within
+0.001 recall@10 of ``bench/quality.py``'s row for it.
 
 Each idea is judged by the rule the shipped departures passed: recall@10 on the "tune"
 conversations rises and no tune category falls by more than 0.01; the "check"
@@ -533,7 +534,7 @@ def terms_embedding(q: Asked, s: Scope, _: Keywords) -> Signals:
 
 
 IDEAS = (
-    Idea("default", "the shipped ranking, rescored", lambda q, s, _: default_signals(q, s)),
+    Idea("default", "the hand-set fusion, rescored", lambda q, s, _: default_signals(q, s)),
     Idea("keyword context 0.75", "a neighbour earns 0.75 of a hit's score, not half", context_weight(0.75)),
     Idea("keyword context two away", "memories two away earn a quarter", context_reach(2)),
     Idea("keyword context three away", "memories two away earn a quarter, three away a sixth", context_reach(3)),

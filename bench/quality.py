@@ -49,11 +49,14 @@ FAILURE_K = 10
 """A question is a failure case when some evidence turn is missing from this many results."""
 REFERENCE = "Mem0 (reference)"
 DEFAULT = "trimem (default)"
+HAND_SET_NAME = "trimem hand-set fusion"
 MEM0 = {"ranking": "mem0"}
 """Mem0's exact behaviour; variants measured against it build on this."""
-MEM0_SIGNALS = {key: value for key, value in MEM0_RANKING.items() if key != "candidate_pool"}
+HAND_SET = {"ranking": "trimem"}
+"""The hand-set fusion alone, whose first candidates the default's learned fusion reorders."""
+MEM0_SIGNALS = {**HAND_SET, **{key: value for key, value in MEM0_RANKING.items() if key != "candidate_pool"}}
 """trimem's departures from Mem0 other than the union pool, turned off."""
-EARLIER = {"entity_match": "best"}
+EARLIER = {**HAND_SET, "entity_match": "best"}
 """The default before longer names: a query entity reaches its closest stored entity only."""
 WHOLE_QUESTIONS = {"question_keywords": 1.0, **EARLIER}
 """Questions keep their whole keyword score, as before ``question_keywords``."""
@@ -98,10 +101,10 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant("+ question share", EARLIER, "a memory ending with '?' keeps half its keyword score"),
     Variant(
-        DEFAULT, {}, "configs/default.toml: the rows above + a query entity also reaches the longer names holding it"
+        HAND_SET_NAME, HAND_SET, "the rows above + a query entity also reaches the longer names holding it"
     ),
-    Variant("trimem learned", {"ranking": "learned"},
-            "a logistic regression reorders the default's first 100 (store/ranking/learned.py)"),
+    Variant(DEFAULT, {}, "configs/default.toml: a logistic regression reorders the hand-set fusion's first 100 "
+            "(store/ranking/learned.py)"),
     Variant("trimem without union pool", {"candidate_pool": "semantic"}),
     Variant("trimem without keyword context", {"keyword_context": 0.0}),
     Variant("trimem without entity rarity", {"entity_weighting": "mem0"}),

@@ -4,12 +4,13 @@
 
 One scope grows to each size exactly as ``bench/speed.py`` builds it (``scope_search.grow`` with
 the ``Replay`` models). At each size two engines with the real models are open on the
-same file: the configuration's ranking (the default, ``ranking = "trimem"``) and
+same file: the configuration's ranking (the default, ``ranking = "learned"``) and
 ``ranking = "mem0"``. Each question is asked of both, warm, ``top_k=10``, in alternating
 order, so a busy moment of a shared machine falls on both alike; the figure is the ratio
-of their p50s (``--ranking`` and ``--baseline`` measure another pair: ``--ranking learned
---baseline trimem`` is what learned fusion costs over the default). Beside it, measured in the same run, the floor: one forward pass of the
-model for the query plus a numpy top-k over the stored vectors. The budget is a ratio
+of their p50s (``--ranking`` and ``--baseline`` measure another pair: ``--baseline trimem`` is
+what learned fusion costs over the hand-set fusion it reorders). Beside it, measured in the same
+run, the floor: one forward pass of the model for the query plus a numpy top-k over the stored
+vectors. The budget is a ratio
 of at most 1.2. "nothing" is the share of the questions the default answered with no memory
 (the relevance decision, ``store/ranking/relevance.py``): the scope holds the conversations in file
 order, so at 10,000 every question has its conversation there, while at 1,000 only the first

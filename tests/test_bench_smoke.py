@@ -18,7 +18,6 @@ from bench.scope_search import SCOPE
 from bench.stages import SEARCH_STAGES, StageClock
 from mcp_server.tools.server import TOOLS
 from store import Config, Engine, MemoryInput
-from store.ranking import scoring
 from store.scope import Scope as StoreScope
 from store.sqlite.signals import SignalReads
 
@@ -196,10 +195,10 @@ def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
 
 @pytest.mark.only_on("sqlite")
 def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embedder, nlp):
-    """On a slice that fits in one over-fetch, the rescored default is the engine's ranking."""
+    """On a slice that fits in one over-fetch, the rescored default is the engine's hand-set fusion."""
     (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]
     tiny = locomo.head(sample, max_turns=40, max_questions=8)
-    with Engine(config, embedder=embedder, nlp=nlp) as engine:
+    with Engine(config.replace("search", ranking="trimem"), embedder=embedder, nlp=nlp) as engine:
         mapping = quality.ingest(engine, [tiny])
         scopes, asked = ideas.read_questions(engine, [tiny], mapping)
         keywords = ideas.Keywords(engine, nlp)
@@ -224,8 +223,8 @@ def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embed
 
 
 @pytest.mark.only_on("sqlite")
-def test_learned_fusion_reranks_the_defaults_candidates(config: Config, embedder, nlp):
-    """The learned models rerank the rescored default's candidates, described by every feature."""
+def test_learned_fusion_reranks_the_hand_set_fusions_candidates(config: Config, embedder, nlp):
+    """The learned models rerank the rescored hand-set fusion's candidates, described by every feature."""
     from bench import learned
 
     (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]
@@ -248,14 +247,15 @@ def test_learned_fusion_reranks_the_defaults_candidates(config: Config, embedder
 
 @pytest.mark.only_on("sqlite")
 def test_the_engines_learned_ranking_is_the_one_the_bench_measures(config: Config, embedder, nlp):
-    """On a slice that fits in one over-fetch, ``ranking = "learned"`` orders exactly as
-    ``bench/learned.py`` scores its candidates with the shipped weights (below the gate excepted)."""
+    """On a slice that fits in one over-fetch, the default ranking (``learned``) orders exactly as
+    ``bench/learned.py`` scores its candidates with the shipped weights."""
     from bench import learned as bench_learned
     from store.ranking import learned
 
     (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]
     tiny = locomo.head(sample, max_turns=40, max_questions=8)
-    with Engine(config.replace("search", ranking="learned"), embedder=embedder, nlp=nlp) as engine:
+    assert config.search.ranking == "learned"
+    with Engine(config, embedder=embedder, nlp=nlp) as engine:
         scopes, asked = ideas.read_questions(engine, [tiny], quality.ingest(engine, [tiny]))
         with engine.backend.snapshot() as view:
             rows = view.memories_by_rowid(list(scopes["conv-30"].texts), StoreScope("conv-30"))
@@ -264,12 +264,10 @@ def test_the_engines_learned_ranking_is_the_one_the_bench_measures(config: Confi
         for q in asked:
             explained = engine.explain(q.text, user_id=q.sample_id, top_k=quality.TOP_K)
             searched.append([rowid_of[hit.memory.id] for hit in explained.hits or explained.withheld])
-    threshold = config.search.threshold
     for q, got in zip(asked, searched):
         question = bench_learned.candidates(q, scopes[q.sample_id], "turns")
-        kept = [i for i, c in enumerate(question.candidates) if scoring.passes_gate(c.similarity, threshold)]
-        order = np.argsort(-learned.shipped().logits([question.candidates[i] for i in kept]), kind="stable")
-        assert got == [question.rowids[kept[i]] for i in order][: quality.TOP_K]
+        order = np.argsort(-learned.shipped().logits(question.candidates), kind="stable")
+        assert got == [question.rowids[i] for i in order][: quality.TOP_K]
     assert any(c.time_words for c in question.candidates)
 
 

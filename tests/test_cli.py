@@ -70,7 +70,6 @@ def test_search_explain_prints_a_table(run: Callable) -> None:
     assert "score  fused  semantic  bm25" in table
     assert "Ana works at Globex in Lisbon" in table
     assert "below_threshold" in table  # Bob, dropped by the semantic gate
-    assert "learned:" not in table  # the default ranking is the hand-set fusion
     explained = output_json(run("search", "Where does Ana work?", "--explain", "--threshold", "0.3"))
     assert explained["analysis"]["term_count"] == 2 and explained["dropped"][0]["reason"] == "below_threshold"
     assert explained["results"][0]["score_parts"]["threshold"] == 0.3  # explain_search's shape
@@ -79,7 +78,6 @@ def test_search_explain_prints_a_table(run: Callable) -> None:
 def test_search_explain_says_what_moved_a_learned_order(run: Callable, monkeypatch: pytest.MonkeyPatch) -> None:
     for text in ("Ana works at Globex in Lisbon", "Ana started at Globex last May", "Bob is a carpenter"):
         run("add", text)
-    monkeypatch.setenv("TRIMEM_RANKING", "learned")
     query = "When did Ana start at Globex?"
     table = " ".join(run("search", query, "--explain", "--format", "table").stdout.split())  # the notes wrap
     results = output_json(run("search", query, "--explain"))["results"]
@@ -90,6 +88,9 @@ def test_search_explain_says_what_moved_a_learned_order(run: Callable, monkeypat
         strongest = " ".join(f"{p['feature']} {p['pull']:+.2f}" for p in learned["strongest"])
         assert (f"{short_id(hit['id'])} learned: intercept {learned['intercept']:+.2f} {strongest} "
                 f"others {learned['others']:+.2f} = logit {learned['logit']:+.2f}, score {hit['score']:.3f}") in table
+    monkeypatch.setenv("TRIMEM_RANKING", "trimem")
+    hand_set = run("search", query, "--explain", "--format", "table").stdout
+    assert "Ana started at Globex last May" in hand_set and "learned:" not in hand_set
 
 
 def test_search_explain_says_where_a_keyword_score_comes_from(run: Callable) -> None:

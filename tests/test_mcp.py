@@ -78,9 +78,8 @@ async def test_memory_lifecycle_and_scopes(client: Client) -> None:
     explained = await call(client, "explain_search", query="peanut allergy", filters={"category": "health"})
     [hit] = explained["results"]
     parts = hit["score_parts"]
-    assert parts["final_score"] == pytest.approx(hit["score"])
     assert parts["raw_score"] == pytest.approx(parts["semantic_score"] + parts["bm25_score"] + parts["entity_boost"])
-    assert hit["learned"] is None  # the default ranking is the hand-set fusion: score is final_score
+    assert hit["learned"]["probability"] == pytest.approx(hit["score"])  # the default: learned fusion
     assert explained["analysis"]["filters_applied"] is True
     assert explained["analysis"]["term_count"] == len(explained["analysis"]["lemmatized_terms"])
 
@@ -132,7 +131,8 @@ async def test_texts_are_capped_and_flagged(connect: Callable[..., Any], config:
 async def test_explain_under_learned_order_says_what_moved_each_memory(
     connect: Callable[..., Any], config: Config
 ) -> None:
-    async with connect(config.replace("search", ranking="learned")) as client:
+    assert config.search.ranking == "learned"  # the default
+    async with connect(config) as client:
         for text in ("Ana works as a nurse in Lisbon", "Ana started the night shift last week", "Bob is a carpenter"):
             await call(client, "add_memory", text=text)
         query = "When did Ana start the night shift?"
@@ -147,6 +147,9 @@ async def test_explain_under_learned_order_says_what_moved_each_memory(
         assert [set(pull) for pull in learned["strongest"]] == [{"feature", "value", "pull"}] * 5
         assert learned["logit"] == pytest.approx(
             learned["intercept"] + sum(pull["pull"] for pull in learned["strongest"]) + learned["others"])
+    async with connect(config.replace("search", ranking="trimem")) as client:
+        hand_set = (await call(client, "explain_search", query=query))["results"]
+    assert all(hit["learned"] is None and hit["score"] == hit["score_parts"]["final_score"] for hit in hand_set)
 
 
 async def test_default_user_comes_from_the_environment(connect: Callable[..., Any], db_path: Any) -> None:

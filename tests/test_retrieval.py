@@ -85,7 +85,13 @@ def test_explain_shows_every_part_of_every_score(garden: Engine) -> None:
     assert d.final_score == pytest.approx(min(d.raw_score / d.max_possible_score, 1.0))
     assert d.max_possible_score == analysis.max_possible_score
     assert d.bm25_raw > 0 and 0 < d.bm25_score < 1
-    assert top.score == d.final_score
+    # The default ranking's score is learned fusion's probability, made of the parts above and more.
+    assert top.learned is not None and top.score == top.learned.probability
+    assert top.learned.logit == pytest.approx(
+        top.learned.intercept + sum(p.pull for p in top.learned.strongest) + top.learned.others)
+    with Engine(garden.config.replace("search", ranking="trimem"), embedder=garden.embedder, nlp=garden.nlp) as fused:
+        [alone] = fused.explain("tomato blight", user_id="ana", top_k=1).hits
+    assert alone.memory == top.memory and alone.details == d and alone.score == d.final_score and alone.learned is None
 
 
 def test_high_threshold_drops_everything_and_says_why(garden: Engine) -> None:
@@ -167,7 +173,8 @@ def test_a_common_entity_boosts_less_than_a_rare_one(engine: Engine) -> None:
 
 def test_signal_switches_turn_signals_off(garden: Engine) -> None:
     semantic_only = Engine(
-        garden.config.replace("search", use_bm25=False, use_entities=False), embedder=garden.embedder, nlp=garden.nlp
+        garden.config.replace("search", use_bm25=False, use_entities=False, ranking="trimem"),
+        embedder=garden.embedder, nlp=garden.nlp,
     )
     with semantic_only:
         explained = semantic_only.explain("Ana tomato blight in Lisbon", user_id="ana")
@@ -269,8 +276,8 @@ CONVERSATION = [
 
 
 def test_the_default_ranking_finds_the_answer_beside_the_question(engine: Engine) -> None:
-    """The answer shares no keyword with the question; under the default it earns half the
-    keyword score of the turn it replies to, stored just before it (half of what that turn's
+    """The answer shares no keyword with the question; under the hand-set fusion (which the default
+    reorders) it earns half the keyword score of the turn it replies to, stored just before it (half of what that turn's
     keywords add to its fused score, ``keyword_context_share = "score"``). The question, which
     ends with "?", keeps half of its own (``question_keywords``), so the two weigh the same.
     ``ranking = "mem0"`` restores Mem0, where the answer gets none and the question all of its
@@ -278,7 +285,7 @@ def test_the_default_ranking_finds_the_answer_beside_the_question(engine: Engine
     engine.add_many([MemoryInput(text) for text in CONVERSATION + OTHER_MEMORIES], user_id="ana")
     query = "How did the children handle the accident?"
     trimem = engine.explain(query, user_id="ana", top_k=5)
-    assert engine.config.search.ranking == "trimem" and trimem.analysis.candidate_pool == "union"
+    assert engine.config.search.ranking == "learned" and trimem.analysis.candidate_pool == "union"
     by_text = {hit.memory.text: hit.details for hit in trimem.hits}
     question, answer = by_text[CONVERSATION[0]], by_text[CONVERSATION[1]]
     assert answer.bm25_score == pytest.approx(question.bm25_score) and answer.bm25_score > 0
@@ -381,7 +388,8 @@ def test_a_first_name_reaches_the_full_name_of_the_person(engine: Engine) -> Non
     assert boost[BROTHER] > 0 and boost[LUKAS[0]] == pytest.approx(boost[BROTHER])
     assert names.hits[0].entity_match.entity == "Lukas Berger" and names.hits[0].entity_match.linked_memories == 6
 
-    with Engine(engine.config.replace("search", entity_match="best"), embedder=engine.embedder, nlp=engine.nlp) as best:
+    hand_set = engine.config.replace("search", entity_match="best", ranking="trimem")
+    with Engine(hand_set, embedder=engine.embedder, nlp=engine.nlp) as best:
         closest = best.explain(query, user_id="ana", top_k=10, threshold=0.0)
     boost = {hit.memory.text: hit.details.entity_boost for hit in closest.hits}
     assert boost[BROTHER] > 0 and boost[LUKAS[0]] == 0

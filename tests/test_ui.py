@@ -109,15 +109,11 @@ def test_search_draws_each_score_as_its_parts_and_reranks_live(
     assert "below the semantic gate" in page.inner_text("details.analysis")
 
 
-@pytest.mark.parametrize("ui_env", [{"TRIMEM_RANKING": "learned"}])
-def test_under_learned_order_each_score_says_what_moved_it(page: Any, engine: Engine, ui_env: dict) -> None:
+def test_each_score_says_what_moved_the_learned_order(page: Any, engine: Engine) -> None:
     search(page, QUERY)
-    with Engine(engine.config.replace("search", ranking="learned"), embedder=engine.embedder,
-                nlp=engine.nlp) as learned:
-        explanation = learned.explain(QUERY, user_id=USER)
+    explanation = engine.explain(QUERY, user_id=USER)  # the default ranking: learned fusion
     shown = page.eval_on_selector_all("li.hit", "hits => hits.map(h => [h.dataset.id, h.querySelector('b').textContent])")
     assert shown == [[hit.memory.id, f"{hit.score:.3f}"] for hit in explanation.hits]
-    assert_bars_match(page, explanation)  # the bars are still the fused score's parts
     page.click("li.hit:first-child details.why summary")
     first = explanation.hits[0]
     assert first.learned is not None and learned_line(first.learned) in page.inner_text("li.hit:first-child details.why")
