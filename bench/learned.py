@@ -5,17 +5,23 @@ of the hand-set sum, trained on the tune conversations of both shapes of memory.
 
 Every question's signals over its whole scope are read as ``bench/ideas.py`` reads them (its
 ``read_questions``, on the quality benchmark's databases, built when missing). A question's
-candidates are the hand-set fusion's (``ranking = "trimem"``) first ``store.ranking.learned.POOL``, each described as
-``ranking = "learned"`` describes it (``store.ranking.learned.Candidate``): the inputs and output
-of today's fusion, what its neighbours in the conversation score, whether it asks, its ranks, the
-query's length and kind. The feature sets: the engine's signals alone (``SIGNAL_FEATURES``); with
-whether spaCy finds a date or a time in the memory (``TIME_FEATURES``: the engine does not store
-that), alone and for a question asking when; and with the same read by a regular expression
-(``TIME_WORD_FEATURES``), the set the engine ships, since search reads it from its candidates' texts;
-and that set with the candidate's places in the semantic and keyword orders in place of its place
-in the fused one (``OWN_RANKS``), as first shipped: those outvote an exact match of a rare code or
-name, whose entity boost the hand-set fusion counts and LoCoMo, whose entities are mostly its
-speakers, cannot teach.
+candidates are the hand-set fusion's (``ranking = "trimem"``) first ``store.ranking.learned.POOL``
+past the semantic gate, each described as ``ranking = "learned"`` describes it
+(``store.ranking.learned.Candidate``): the inputs, output and order of the hand-set fusion, what its
+neighbours in the conversation score, whether it asks, the query's length and kind.
+
+The feature sets:
+- the engine's signals alone (``SIGNAL_FEATURES``);
+- with whether spaCy finds a date or a time in the memory (``TIME_FEATURES``: the engine does not
+  store that), alone and for a question asking when;
+- with the same read by a regular expression (``TIME_WORD_FEATURES``): the set the engine ships,
+  since search reads it from its candidates' texts;
+- that set with the fused score and the entity boost as features of their own (``ENTITY``), which
+  LoCoMo, whose entities are mostly its two speakers, teaches to count an entity match against a
+  memory;
+- and as first shipped: with ``ENTITY``, and the candidate's places in the semantic and keyword
+  orders in place of its place in the fused one (``OWN_RANKS``). Both outvote an exact match of a
+  rare code or name, which the hand-set fusion ranks first.
 
 Each feature set is one model: scikit-learn's ``LogisticRegression`` on standardised features,
 classes balanced, its regularisation chosen by leave-one-conversation-out over the three tune
@@ -46,12 +52,14 @@ STRENGTHS = (0.001, 0.01, 0.1, 1.0)
 
 @dataclass(frozen=True)
 class Described(learned.Candidate):
-    """A candidate as the engine describes it, whether spaCy finds a date or time in it, and its
-    places in the semantic and the keyword order."""
+    """A candidate as the engine describes it, whether spaCy finds a date or time in it, its
+    places in the semantic and the keyword order, its entity boost and its fused score."""
 
     mentions_time: bool
     semantic_rank: int
     keyword_rank: int | None
+    entity: float
+    fused: float
 
 
 TIME_FEATURES: dict[str, learned.Feature] = {
@@ -67,13 +75,21 @@ OWN_RANKS: dict[str, learned.Feature] = {
     "1 / keyword rank": lambda c: 0.0 if c.keyword_rank is None else 1.0 / (1 + c.keyword_rank),  # type: ignore[attr-defined]
 }
 """A candidate's places in the semantic and the keyword order, in place of its place in the fused order
-(the set shipped until 2026-12-06: they outvote an exact match of a rare code or name)."""
+(with ``ENTITY``, the set first shipped: they outvote an exact match of a rare code or name)."""
+ENTITY: dict[str, learned.Feature] = {
+    "fused score": lambda c: c.fused,  # type: ignore[attr-defined]
+    "entity boost": lambda c: c.entity,  # type: ignore[attr-defined]
+    "entity boost × asks who": lambda c: c.entity * c.query.asks_who,  # type: ignore[attr-defined]
+}
+"""The fused score and the entity boost as features of their own, as first shipped: LoCoMo teaches
+them to count an entity match against a memory (``store.ranking.learned.SIGNAL_FEATURES``)."""
 FEATURE_SETS = {
     "learned": learned.SIGNAL_FEATURES,
     "learned + time mention": {**learned.SIGNAL_FEATURES, **TIME_FEATURES},
     SHIPPED: learned.FEATURES,
-    "learned + time words, own ranks": {
-        **{name: feature for name, feature in learned.FEATURES.items() if "rank" not in name}, **OWN_RANKS
+    "learned + time words, fused score and entity boost": {**learned.FEATURES, **ENTITY},
+    "as first shipped (+ fused score and entity boost, own ranks)": {
+        **{name: feature for name, feature in learned.FEATURES.items() if "rank" not in name}, **ENTITY, **OWN_RANKS
     },
 }
 
@@ -116,14 +132,15 @@ def candidates(q: ideas.Asked, scope: ideas.Scope, shape: str) -> Question:
     query = learned.Query.of(q.text, len(q.terms))
     described = [
         Described(
-            default=breakdown.final_score, similarity=q.similarity[rowid], keyword=own.get(rowid, 0.0),
-            keyword_with_context=with_context.get(rowid, 0.0), entity=signals.boosts.get(rowid, 0.0),
+            similarity=q.similarity[rowid], keyword=own.get(rowid, 0.0),
+            keyword_with_context=with_context.get(rowid, 0.0),
             bm25=q.bm25.get(rowid, 0.0),
             neighbour_similarity=max((q.similarity[n] for n, _ in neighbours[rowid]), default=0.0),
             neighbour_keyword=max((own.get(n, 0.0) for n, _ in neighbours[rowid]), default=0.0),
             asks=rowid in scope.questions, time_words=bool(learned.TIME_WORDS.search(scope.texts[rowid])),
             fused_rank=rank, query=query, mentions_time=rowid in scope.dated,
             semantic_rank=semantic_rank[rowid], keyword_rank=keyword_rank.get(rowid),
+            entity=signals.boosts.get(rowid, 0.0), fused=breakdown.final_score,
         )
         for rank, (rowid, breakdown) in enumerate(fused.ranked)
     ]
@@ -157,12 +174,16 @@ class Model:
         )
 
     def fit(self, questions: Sequence[Question]) -> Model:
-        self.pipeline.fit(np.vstack([q.matrix(self.features) for q in questions]),
-                          np.concatenate([q.labels for q in questions]))
+        values = np.vstack([q.matrix(self.features) for q in questions])
+        self.low, self.high = values.min(axis=0), values.max(axis=0)
+        self.pipeline.fit(values, np.concatenate([q.labels for q in questions]))
         return self
 
     def rank(self, question: Question) -> np.ndarray:
-        return np.argsort(-self.pipeline.decision_function(question.matrix(self.features)), kind="stable")
+        """The question's candidates, best first, each feature held within its fitted range as the
+        engine holds it (``store.ranking.learned.Weights``)."""
+        values = np.clip(question.matrix(self.features), self.low, self.high)
+        return np.argsort(-self.pipeline.decision_function(values), kind="stable")
 
     def weights(self) -> dict[str, float]:
         """Each feature's weight on the standardised scale."""
@@ -171,8 +192,8 @@ class Model:
     def fitted(self) -> learned.Weights:
         """The model as ``ranking = "learned"`` runs it."""
         scaler, regression = self.pipeline
-        return learned.Weights(tuple(self.features), scaler.mean_, scaler.scale_, regression.coef_[0],
-                               float(regression.intercept_[0]))
+        return learned.Weights(tuple(self.features), self.low, self.high, scaler.mean_, scaler.scale_,
+                               regression.coef_[0], float(regression.intercept_[0]))
 
 
 def cross_validated(features: dict[str, learned.Feature], tune: Sequence[Question]) -> float:
@@ -240,7 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     weight_rows = [[feature, *(f"{weights[name][feature]:+.3f}" if feature in weights[name] else ""
                                for name in FEATURE_SETS)]
-                   for feature in {**FEATURE_SETS["learned + time mention"], **learned.TIME_WORD_FEATURES, **OWN_RANKS}]
+                   for feature in {**FEATURE_SETS["learned + time mention"], **learned.TIME_WORD_FEATURES, **ENTITY,
+                                   **OWN_RANKS}]
     section = "\n\n".join([
         "## Learned fusion, rescored (LoCoMo dev, both shapes)",
         f"`{report.command_line()}`",

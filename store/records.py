@@ -76,8 +76,9 @@ class EntityMatch:
 
 @dataclass(frozen=True)
 class Pull:
-    """One feature's part in a learned score: its value for this memory, and what it adds to the
-    logit (its coefficient times the value standardised)."""
+    """One feature's part in a learned score: its value for this memory as the model reads it
+    (within the range it was fitted on), and what it adds to the logit (its coefficient times the
+    value standardised)."""
 
     feature: str
     value: float

@@ -23,7 +23,7 @@ FACTS = [
 
 def candidate(**values: object) -> learned.Candidate:
     base: dict[str, object] = {
-        "default": 0.5, "similarity": 0.5, "keyword": 0.0, "keyword_with_context": 0.0, "entity": 0.0, "bm25": 0.0,
+        "similarity": 0.5, "keyword": 0.0, "keyword_with_context": 0.0, "bm25": 0.0,
         "neighbour_similarity": 0.0, "neighbour_keyword": 0.0, "asks": False, "time_words": False,
         "fused_rank": 0, "query": learned.Query(4, False, False),
     }
@@ -41,9 +41,14 @@ def test_a_logit_is_the_standardised_features_times_the_coefficients() -> None:
     size = len(learned.FEATURES)
     coefficients = np.zeros(size)
     coefficients[list(learned.FEATURES).index("similarity")] = 4.0
-    weights = learned.Weights(tuple(learned.FEATURES), np.full(size, 0.5), np.full(size, 2.0), coefficients, -1.0)
+    low, high = np.full(size, -1.0), np.full(size, 2.0)
+    weights = learned.Weights(tuple(learned.FEATURES), low, high, np.full(size, 0.5), np.full(size, 2.0), coefficients, -1.0)
     (logit,) = weights.logits([candidate(similarity=0.9)])
     assert logit == pytest.approx((0.9 - 0.5) / 2.0 * 4.0 - 1.0)
+    # A value outside the range the model was fitted on is read at its edge: no extrapolation.
+    high[list(learned.FEATURES).index("similarity")] = 0.7
+    assert weights.logits([candidate(similarity=0.9)]) == pytest.approx(weights.logits([candidate(similarity=0.7)]))
+    assert weights.logits([candidate(similarity=0.9)]) == pytest.approx((0.7 - 0.5) / 2.0 * 4.0 - 1.0)
     assert learned.probability(0.0) == 0.5 and learned.probability(logit) == pytest.approx(1 / (1 + np.exp(-logit)))
     assert weights.logits([]).shape == (0,)
     assert learned.probability(-1e4) == 0.0 and learned.probability(1e4) == 1.0  # no overflow far out
@@ -65,7 +70,8 @@ def test_what_the_features_read_of_a_query_and_a_text() -> None:
 def test_a_learned_score_names_its_strongest_features_and_adds_up() -> None:
     size = len(learned.FEATURES)
     coefficients = np.linspace(-1.0, 1.0, size)
-    weights = learned.Weights(tuple(learned.FEATURES), np.full(size, 0.2), np.full(size, 0.5), coefficients, -0.7)
+    weights = learned.Weights(tuple(learned.FEATURES), np.full(size, 0.0), np.full(size, 0.8), np.full(size, 0.2),
+                              np.full(size, 0.5), coefficients, -0.7)
     candidates = [candidate(similarity=0.3), candidate(similarity=0.9, time_words=True, asks=True)]
     ranked = weights.rank(candidates, 5)
     assert [i for i, _ in ranked] == list(np.argsort(-weights.logits(candidates), kind="stable"))
@@ -75,10 +81,10 @@ def test_a_learned_score_names_its_strongest_features_and_adds_up() -> None:
         assert score.logit == pytest.approx(score.intercept + sum(p.pull for p in score.strongest) + score.others)
         assert len(score.strongest) == learned.SHOWN_PULLS
         sizes = [abs(p.pull) for p in score.strongest]
-        everything = np.abs(weights.pulls(learned.matrix([candidates[i]]))[0])
+        everything = np.abs(weights.pulls(weights.read([candidates[i]]))[0])
         assert sizes == sorted(sizes, reverse=True) and sizes[-1] >= np.sort(everything)[-learned.SHOWN_PULLS - 1]
-        named = dict(zip(learned.FEATURES, learned.matrix([candidates[i]])[0]))
-        assert all(p.value == named[p.feature] for p in score.strongest)
+        named = dict(zip(learned.FEATURES, np.clip(learned.matrix([candidates[i]])[0], 0.0, 0.8)))
+        assert all(p.value == named[p.feature] for p in score.strongest)  # as the model read it
     assert weights.rank(candidates, 1) == ranked[:1] and weights.rank([], 3) == []
 
 

@@ -251,6 +251,27 @@ def test_an_exact_code_wins_where_meaning_alone_does_not(engine: Engine) -> None
     assert fused.hits[0].details.bm25_score > 0 and fused.hits[0].entity_match.entity == "A1B2"
 
 
+HOSPITAL_MEMORIES = [
+    "Ana works as a nurse at Santa Maria hospital in Lisbon",
+    "Hospitals in Lisbon are short of nurses this winter",
+    "Who works the night shift is decided by the head nurse",
+    "Bob's cousin is a surgeon at a hospital in Porto",
+    "Nurses at the city hospital work twelve-hour shifts",
+]
+
+
+def test_a_place_named_in_a_who_question_brings_its_memory_first(engine: Engine) -> None:
+    """Learned fusion must not learn against what LoCoMo cannot teach: its entities are mostly its
+    two speakers, so on it an entity match says little, least of all for questions asking who. A
+    place named exactly still ranks its memory first, as the hand-set fusion ranks it."""
+    engine.add_many([MemoryInput(text) for text in HOSPITAL_MEMORIES + OTHER_MEMORIES], user_id="ana")
+    query = "Who works at Santa Maria hospital?"
+    assert engine.config.search.ranking == "learned"
+    [first, *_] = engine.explain(query, user_id="ana").hits
+    assert first.memory.text == HOSPITAL_MEMORIES[0] and first.details.entity_boost > 0
+    assert first.learned is not None and first.learned.probability > 0.5
+
+
 def test_a_boost_outside_the_candidates_still_counts_in_the_denominator(engine: Engine) -> None:
     """Mem0 adds the entity share when any memory in scope was boosted, candidate or not;
     computing boosts for candidates only must not change that."""

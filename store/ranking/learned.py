@@ -1,10 +1,11 @@
-"""Learned fusion (``ranking = "learned"``): a logistic regression reorders the default ranking's
-first ``POOL`` candidates.
+"""Learned fusion (``ranking = "learned"``, the default): a logistic regression reorders the
+hand-set fusion's first ``POOL`` candidates.
 
-Each candidate is described by what the default ranking already computes (its fused score, its
-place in the fused order and the three signals, raw BM25), by its neighbours in the scope,
-whether it asks, the query's length and kind, and whether words in it place it in time (``TIME_WORDS``). The weights
-(``learned.json`` beside this module: each feature's mean, scale and coefficient) are fitted by
+Each candidate is described by what the hand-set fusion already computes (its place in the fused
+order, its similarity and keyword scores, raw BM25), by its neighbours in the
+scope, whether it asks, the query's length and kind, and whether words in it place it in time
+(``TIME_WORDS``). The weights (``learned.json`` beside this module: each feature's fitted range,
+mean, scale and coefficient) are fitted by
 ``python -m bench learned --write-weights`` on the tune conversations of both shapes of memory;
 ``bench/learned.py`` says how, and docs/benchmarks.md what they gain and cost. Pure arithmetic:
 ``store.ranking.retrieval`` gathers the values.
@@ -61,13 +62,10 @@ class Query:
 class Candidate:
     """What the features read of one memory for one query."""
 
-    default: float
-    """Its final score under the default ranking."""
     similarity: float
     keyword: float
     """Its own BM25, squashed by the query's sigmoid."""
     keyword_with_context: float
-    entity: float
     bm25: float
     neighbour_similarity: float
     neighbour_keyword: float
@@ -81,11 +79,9 @@ class Candidate:
 Feature = Callable[[Candidate], float]
 
 SIGNAL_FEATURES: dict[str, Feature] = {
-    "default score": lambda c: c.default,
     "similarity": lambda c: c.similarity,
     "keyword (own)": lambda c: c.keyword,
     "keyword (with context)": lambda c: c.keyword_with_context,
-    "entity boost": lambda c: c.entity,
     "raw BM25": lambda c: c.bm25,
     "best neighbour's similarity": lambda c: c.neighbour_similarity,
     "best neighbour's keyword": lambda c: c.neighbour_keyword,
@@ -95,10 +91,12 @@ SIGNAL_FEATURES: dict[str, Feature] = {
     "similarity × asks when": lambda c: c.similarity * c.query.asks_when,
     "keyword × asks when": lambda c: c.keyword * c.query.asks_when,
     "similarity × asks who": lambda c: c.similarity * c.query.asks_who,
-    "entity boost × asks who": lambda c: c.entity * c.query.asks_who,
     "similarity × neighbour's": lambda c: c.similarity * c.neighbour_similarity,
 }
-"""What the engine's signals say of a candidate."""
+"""What the engine's signals say of a candidate. The entity boost enters only through the
+candidate's place in the fused order, where the hand-set fusion counts it: LoCoMo's entities are mostly its two
+speakers, linked to most memories, so on it a model learns to count an entity match against a
+memory, and would then rank the memory that names a rare code or place exactly below others."""
 TIME_WORD_FEATURES: dict[str, Feature] = {
     "time words": lambda c: float(c.time_words),
     "time words × asks when": lambda c: float(c.time_words and c.query.asks_when),
@@ -119,25 +117,34 @@ SHOWN_PULLS = 5
 
 @dataclass(frozen=True)
 class Weights:
-    """A fitted model: standardise each feature, then a logistic regression."""
+    """A fitted model: hold each feature within the range it was fitted on, standardise it, then a
+    logistic regression. Outside that range a linear model only extrapolates: a feature that was
+    nearly always 0 in the fitting data (an entity boost for a question asking who) would otherwise
+    swing the logit by dozens of standard deviations for a memory matching a rare name exactly."""
 
     features: tuple[str, ...]
+    low: np.ndarray
+    high: np.ndarray
     mean: np.ndarray
     scale: np.ndarray
     coefficients: np.ndarray
     intercept: float
 
     def logits(self, candidates: Sequence[Candidate]) -> np.ndarray:
-        return self.pulls(matrix(candidates)).sum(axis=1) + self.intercept
+        return self.pulls(self.read(candidates)).sum(axis=1) + self.intercept
+
+    def read(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        """The features as the model reads them: ``matrix``, each within its fitted range."""
+        return np.clip(matrix(candidates), self.low, self.high)
 
     def pulls(self, values: np.ndarray) -> np.ndarray:
-        """What each feature adds to each candidate's logit (one row of ``matrix`` per candidate)."""
+        """What each feature adds to each candidate's logit (one row of ``read`` per candidate)."""
         return (values - self.mean) / self.scale * self.coefficients
 
     def rank(self, candidates: Sequence[Candidate], top_k: int) -> list[tuple[int, LearnedScore]]:
         """The best ``top_k`` candidates by the model, as their indices in ``candidates``, each with
         its score and the features that made it."""
-        values = matrix(candidates)
+        values = self.read(candidates)
         pulls = self.pulls(values)
         logits = pulls.sum(axis=1) + self.intercept
         ranked = []
@@ -152,7 +159,8 @@ class Weights:
 
     def to_json(self, fitted_on: str) -> str:
         return json.dumps({
-            "features": list(self.features), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+            "features": list(self.features), "low": self.low.tolist(), "high": self.high.tolist(),
+            "mean": self.mean.tolist(), "scale": self.scale.tolist(),
             "coefficients": self.coefficients.tolist(), "intercept": self.intercept, "fitted_on": fitted_on,
         }, indent=1, ensure_ascii=False) + "\n"
 
@@ -163,8 +171,8 @@ def shipped() -> Weights:
     stored = json.loads(WEIGHTS.read_text(encoding="utf-8"))
     if stored["features"] != list(FEATURES):
         raise ValueError(f"{WEIGHTS.name} was fitted for other features; run `python -m bench learned --write-weights`")
-    return Weights(tuple(stored["features"]), np.array(stored["mean"]), np.array(stored["scale"]),
-                   np.array(stored["coefficients"]), float(stored["intercept"]))
+    return Weights(tuple(stored["features"]), *(np.array(stored[key]) for key in ("low", "high", "mean", "scale",
+                   "coefficients")), float(stored["intercept"]))
 
 
 def probability(logit: float) -> float:

@@ -422,8 +422,8 @@ def learned_order(
     query = learned.Query.of(prepared.text, len(prepared.terms))
     candidates = [
         learned.Candidate(
-            default=breakdown.final_score, similarity=semantic[rowid], keyword=own.get(rowid, 0.0),
-            keyword_with_context=breakdown.bm25_score, entity=breakdown.entity_boost,
+            similarity=semantic[rowid], keyword=own.get(rowid, 0.0),
+            keyword_with_context=breakdown.bm25_score,
             bm25=signals.keyword_hits.get(rowid, 0.0),
             neighbour_similarity=max((similarity.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
             neighbour_keyword=max((own.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
