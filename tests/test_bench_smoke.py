@@ -18,6 +18,7 @@ from bench.scope_search import SCOPE
 from bench.stages import SEARCH_STAGES, StageClock
 from mcp_server.tools.server import TOOLS
 from store import Config, Engine, MemoryInput
+from store.ranking import scoring
 from store.scope import Scope as StoreScope
 from store.sqlite.signals import SignalReads
 
@@ -232,17 +233,21 @@ def test_learned_fusion_reranks_the_hand_set_fusions_candidates(config: Config, 
     with Engine(config, embedder=embedder, nlp=nlp) as engine:
         scopes, asked = ideas.read_questions(engine, [tiny], quality.ingest(engine, [tiny]))
     questions = [learned.candidates(q, scopes[q.sample_id], "turns") for q in asked]
+    threshold = ideas.SHIPPED.threshold
     for q, question in zip(asked, questions):
-        default = ideas.rank(ideas.default_signals(q, scopes[q.sample_id]), 0.0)
-        assert question.rowids[: quality.TOP_K] == default and len(question.rowids) == 40
-        assert [c.default for c in question.candidates] == sorted((c.default for c in question.candidates), reverse=True)
+        default = ideas.rank(ideas.default_signals(q, scopes[q.sample_id]), threshold)
+        assert question.rowids[: quality.TOP_K] == default
+        assert len(question.rowids) == sum(scoring.passes_gate(s, threshold) for s in q.similarity.values()) > 20
+        fused = [c.fused for c in question.candidates]
+        assert fused == sorted(fused, reverse=True)
+        assert [c.fused_rank for c in question.candidates] == list(range(len(question.rowids)))
     assert any(c.mentions_time for c in questions[0].candidates) and any(c.time_words for c in questions[0].candidates)
-    features = learned.FEATURE_SETS["learned + time mention"]
-    model = learned.Model(features, 1.0).fit(questions)
-    for question in questions:
-        assert question.matrix(features).shape == (40, len(features))
-        assert sorted(model.rank(question)) == list(range(40))
-    assert list(model.weights()) == list(features)
+    for features in learned.FEATURE_SETS.values():
+        model = learned.Model(features, 1.0).fit(questions)
+        for question in questions:
+            assert question.matrix(features).shape == (len(question.rowids), len(features))
+            assert sorted(model.rank(question)) == list(range(len(question.rowids)))
+        assert list(model.weights()) == list(features) and list(model.fitted().features) == list(features)
 
 
 @pytest.mark.only_on("sqlite")
