@@ -36,10 +36,11 @@ function fit(box) {
   box.style.height = box.scrollHeight + box.offsetHeight - box.clientHeight + "px";
 }
 
-// On a narrow screen the editor is drawn below the whole list: bring it to where the person looks.
+// On a narrow screen the editor is drawn below the whole list: bring it to where the person looks,
+// unless it already shows whole (an editor whose top peeks above the bottom edge is not in view).
 function reveal(element) {
   const box = element.getBoundingClientRect();
-  if (box.top < 0 || box.top > window.innerHeight) element.scrollIntoView({block: "start"});
+  if (box.top < 0 || box.bottom > window.innerHeight) element.scrollIntoView({block: "start"});
 }
 
 async function fetchText(url, options = {}) {
