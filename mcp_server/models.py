@@ -113,9 +113,9 @@ class ExplainedMemory(ScoredMemory):
         + ". Null when it has none."
     )
     learned: LearnedScore | None = Field(
-        description="With ranking 'learned', how the model turned the signals into score: "
+        description="Under learned fusion (the default ranking), how the model turned the signals into score: "
         "logit = intercept + the strongest features' pulls + others, score = 1 / (1 + e^-logit). "
-        "Null under the other rankings, where score is score_parts.final_score."
+        "Null under rankings 'trimem' and 'mem0', where score is score_parts.final_score."
     )
 
 

@@ -65,8 +65,8 @@ def explain_search(
     show_expired: ShowExpired = False,
 ) -> ExplainOutput:
     """search_memory with every part of every score (meaning, keywords, entities and what they are
-    divided by; the features that moved the learned order), how the query was read, and the
-    candidates dropped: for a memory missing or ranked low.
+    divided by), how the query was read, and the candidates dropped: for a memory missing or
+    ranked low.
     """
     state = state_of(ctx)
     explanation = state.engine().explain(
