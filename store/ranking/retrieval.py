@@ -2,12 +2,13 @@
 
 Mirrors Mem0's ``_search_vector_store`` and ``_compute_entity_boosts`` (commit 001c235):
 semantic KNN over-fetch, BM25 (FTS5's) on the lemmatized query, entity boosts, the
-semantic gate before fusion, the signal-count denominator. The default ranking
+semantic gate before fusion, the signal-count denominator. The hand-set fusion
 (``ranking = "trimem"``) keeps those formulas and changes what they see: the union
 candidate pool, keyword context from adjacent memories (a share of their squashed
 keyword score), half the keyword score for memories that ask a question, entity rarity,
 and each query entity matched to its closest stored entity only; ``ranking = "mem0"``
-turns them all off (``SearchConfig.resolved``).
+turns them all off (``SearchConfig.resolved``). The default, ``ranking = "learned"``,
+reorders the hand-set fusion's first candidates (``learned_order``).
 ``prepare`` runs the models and touches no database, so the engine can run it outside
 its database lock.
 Nothing here catches and carries on: a signal that does not apply is a branch, and
@@ -422,8 +423,7 @@ def learned_order(
     query = learned.Query.of(prepared.text, len(prepared.terms))
     candidates = [
         learned.Candidate(
-            similarity=semantic[rowid], keyword=own.get(rowid, 0.0),
-            keyword_with_context=breakdown.bm25_score,
+            similarity=semantic[rowid], keyword=own.get(rowid, 0.0), keyword_with_context=breakdown.bm25_score,
             bm25=signals.keyword_hits.get(rowid, 0.0),
             neighbour_similarity=max((similarity.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
             neighbour_keyword=max((own.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
