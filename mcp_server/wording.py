@@ -31,4 +31,4 @@ def learned_line(learned: LearnedScore) -> str:
     strongest features by name), then the score it gives."""
     parts = [f"intercept {learned.intercept:+.2f}", *(f"{p.feature} {p.pull:+.2f}" for p in learned.strongest),
              f"others {learned.others:+.2f}"]
-    return f"learned: {' '.join(parts)} = logit {learned.logit:+.2f}, score {learned.probability:.3f}"
+    return f"learned: {', '.join(parts)} = logit {learned.logit:+.2f}, score {learned.probability:.3f}"

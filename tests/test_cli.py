@@ -85,8 +85,8 @@ def test_search_explain_says_what_moved_a_learned_order(run: Callable, monkeypat
     for hit in results:
         learned = hit["learned"]
         assert learned["probability"] == hit["score"] and hit["score"] != hit["score_parts"]["final_score"]
-        strongest = " ".join(f"{p['feature']} {p['pull']:+.2f}" for p in learned["strongest"])
-        assert (f"{short_id(hit['id'])} learned: intercept {learned['intercept']:+.2f} {strongest} "
+        strongest = ", ".join(f"{p['feature']} {p['pull']:+.2f}" for p in learned["strongest"])
+        assert (f"{short_id(hit['id'])} learned: intercept {learned['intercept']:+.2f}, {strongest}, "
                 f"others {learned['others']:+.2f} = logit {learned['logit']:+.2f}, score {hit['score']:.3f}") in table
     monkeypatch.setenv("TRIMEM_RANKING", "trimem")
     hand_set = run("search", query, "--explain", "--format", "table").stdout
