@@ -13,8 +13,8 @@ DROPPED_COLUMNS = ("id", "reason", "semantic", "text")
 
 def render(explanation: Explanation, width: int) -> str:
     """The query analysis, one row per result with its score and every part of the fused score
-    (under learned fusion, a line per result says how the model made the score from them), then
-    the dropped candidates; texts are wrapped to ``width`` (beside the numbers when there is room, else below them)."""
+    (under learned fusion, a line per result says how the model made the score), then the dropped
+    candidates; texts are wrapped to ``width`` (beside the numbers when there is room, else below)."""
     analysis = explanation.analysis
     summary = (
         f"terms ({analysis.term_count}): {' '.join(analysis.lemmatized_terms) or '-'}",

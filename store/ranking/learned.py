@@ -2,11 +2,11 @@
 hand-set fusion's first ``POOL`` candidates.
 
 Each candidate is described by what the hand-set fusion already computes (its place in the fused
-order, its similarity and keyword scores, raw BM25), by its neighbours in the
-scope, whether it asks, the query's length and kind, and whether words in it place it in time
-(``TIME_WORDS``). The weights (``learned.json`` beside this module: each feature's fitted range,
-mean, scale and coefficient) are fitted by
-``python -m bench learned --write-weights`` on the tune conversations of both shapes of memory;
+order, its similarity and keyword scores, raw BM25), by its neighbours in the scope, whether it
+asks, the query's length and kind, and whether words in it place it in time (``TIME_WORDS``). The
+weights (``learned.json`` beside this module: each feature's fitted range, mean, scale and
+coefficient) are fitted by ``python -m bench learned --write-weights`` on the tune conversations
+of both shapes of memory;
 ``bench/learned.py`` says how, and docs/benchmarks.md what they gain and cost. Pure arithmetic:
 ``store.ranking.retrieval`` gathers the values.
 """
@@ -26,7 +26,7 @@ import numpy as np
 from store.records import LearnedScore, Pull
 
 POOL = 100
-"""Candidates reordered per search: the default ranking's first ``POOL``."""
+"""Candidates reordered per search: the hand-set fusion's first ``POOL``."""
 WEIGHTS = Path(__file__).with_name("learned.json")
 
 ASKS_WHEN = re.compile(r"\s*(when|what (year|month|day|date|time)|which (year|month|day))\b", re.IGNORECASE)
@@ -94,9 +94,10 @@ SIGNAL_FEATURES: dict[str, Feature] = {
     "similarity × neighbour's": lambda c: c.similarity * c.neighbour_similarity,
 }
 """What the engine's signals say of a candidate. The entity boost enters only through the
-candidate's place in the fused order, where the hand-set fusion counts it: LoCoMo's entities are mostly its two
-speakers, linked to most memories, so on it a model learns to count an entity match against a
-memory, and would then rank the memory that names a rare code or place exactly below others."""
+candidate's place in the fused order, where the hand-set fusion counts it: LoCoMo's entities are
+mostly its two speakers, linked to most memories, so on it a model learns to count an entity match
+against a memory, and would then rank the memory that names a rare code or place exactly below
+others."""
 TIME_WORD_FEATURES: dict[str, Feature] = {
     "time words": lambda c: float(c.time_words),
     "time words × asks when": lambda c: float(c.time_words and c.query.asks_when),
