@@ -3,8 +3,9 @@
 A front end that runs an engine call on a worker thread, and may stop waiting for it (a tool
 call past its time limit, a client that hung up), hands the call a check with
 ``stopping_when``: it returns while the caller still waits and raises once it does not. The
-engine calls ``checkpoint()`` between the stages of a write (before the models run, and
-before the transaction), so an abandoned write stops there and stores nothing, instead of
+engine calls ``checkpoint()`` between the stages of a write (before the models run, between
+slices of a large batch, and before the transaction), so an abandoned write stops there and
+stores nothing, instead of
 holding the models and the writer for a caller that will never read the answer. A call made
 without a check (the CLI, the Python API) is never stopped.
 """

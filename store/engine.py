@@ -76,6 +76,9 @@ from store.writes import MemoryWrite, write_memories
 
 log = logging.getLogger(__name__)
 
+MODEL_SLICE = 128
+"""Texts a write sends through the models between two checks that its caller still waits."""
+
 
 @dataclass(frozen=True)
 class MemoryInput:
@@ -503,11 +506,23 @@ class Engine:
 
     def _analyse_and_embed(self, texts: list[str]) -> tuple[list[Analysis], np.ndarray, dict[str, np.ndarray]]:
         """Analyse texts with the NLP pipeline while they embed on the side thread (ONNX Runtime
-        releases the GIL, so both cores work), then embed their distinct entities in one batch."""
-        text_vectors = self._side.submit(self.embedder.embed_batch, texts)
-        analyses = self.nlp.analyze_batch(texts)
+        releases the GIL, so both cores work), then embed their distinct entities in one batch.
+
+        Texts go ``MODEL_SLICE`` at a time, and the caller is checked between slices
+        (``cancellation``): a large write whose caller is gone stops within one slice.
+        """
+        analyses: list[Analysis] = []
+        vectors: list[np.ndarray] = []
+        for start in range(0, len(texts), MODEL_SLICE):
+            if start:
+                cancellation.checkpoint()
+            part = texts[start : start + MODEL_SLICE]
+            part_vectors = self._side.submit(self.embedder.embed_batch, part)
+            analyses += self.nlp.analyze_batch(part)
+            vectors.append(part_vectors.result())
         names = list(dict.fromkeys(e.normalized for a in analyses for e in a.entities))
-        return analyses, text_vectors.result(), dict(zip(names, self._names.embed(names)))
+        text_vectors = np.concatenate(vectors) if vectors else self.embedder.embed_batch([])
+        return analyses, text_vectors, dict(zip(names, self._names.embed(names)))
 
     # --- reads --------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ import pytest
 from mcp import Client
 from test_mcp_http import served  # pytest puts tests/ on sys.path (prepend import mode)
 
-from store import Config, Engine, InvalidArgument
+from store import Config, Engine, InvalidArgument, cancellation
+from store.engine import MODEL_SLICE
 
 STOPPED_LINE = "add_memory stopped: its caller no longer waits"
 
@@ -31,6 +32,33 @@ def test_an_add_of_more_messages_than_the_limit_is_refused_whole(engine: Engine)
         engine.add(messages(most + 1), user_id="alice")
     assert engine.list(user_id="alice") == []
     assert len(engine.add(messages(most), user_id="alice")) == most
+
+
+class CallerGone(Exception):
+    pass
+
+
+def test_an_abandoned_add_stops_within_one_slice_of_model_work(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller is gone after the first check: the models see one slice of the batch, not all."""
+    embedded: list[int] = []
+    embed_batch = engine.embedder.embed_batch
+    monkeypatch.setattr(engine.embedder, "embed_batch", lambda texts: embedded.append(len(texts)) or embed_batch(texts))
+    checks = 0
+
+    def caller_waits_once() -> None:
+        nonlocal checks
+        checks += 1
+        if checks > 1:
+            raise CallerGone
+
+    batch = messages(MODEL_SLICE * 3)
+    assert len(batch) <= engine.config.limits.max_messages
+    with cancellation.stopping_when(caller_waits_once), pytest.raises(CallerGone):
+        engine.add(batch, user_id="alice")
+    assert embedded == [MODEL_SLICE]
+    assert engine.list(user_id="alice") == []
 
 
 def test_over_mcp_the_refusal_names_the_limit(config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
