@@ -107,6 +107,8 @@ class Asked:
     """As ``similarity``, for the embedding of the query's BM25 terms instead of the question."""
     embedding: np.ndarray
     """The question's own embedding."""
+    names: frozenset[str]
+    """The names it asks about (``retrieval.PreparedQuery.names``)."""
 
 
 class Keywords:
@@ -222,6 +224,7 @@ def read_questions(
                             view, engine.embedder.embed_batch([" ".join(prepared.terms)])[0], rowids, where
                         ),
                         embedding=prepared.embedding,
+                        names=prepared.names,
                     )
                 )
     return scopes, asked

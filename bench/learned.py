@@ -14,11 +14,13 @@ The feature sets:
 - the engine's signals alone (``SIGNAL_FEATURES``);
 - with whether spaCy finds a date or a time in the memory (``TIME_FEATURES``: the engine does not
   store that), alone and for a question asking when;
-- with the same read by a regular expression (``TIME_WORD_FEATURES``): the set the engine ships,
-  since search reads it from its candidates' texts;
-- that set with the fused score and the entity boost as features of their own (``ENTITY``), which
-  LoCoMo, whose entities are mostly its two speakers, teaches to count an entity match against a
-  memory;
+- with the same read by a regular expression (``TIME_WORD_FEATURES``), which search reads from its
+  candidates' texts (``TIME_WORDS``, shipped 2026-12-06);
+- with, as well, whether the memory opens with a name the query asks about (``NAME_FEATURES``): its
+  speaker or its subject. The set the engine ships (``FEATURES``);
+- the time-words set with the fused score and the entity boost as features of their own (``ENTITY``),
+  which LoCoMo, whose entities are mostly its two speakers, teaches to count an entity match against
+  a memory;
 - and as first shipped: with ``ENTITY``, and the candidate's places in the semantic and keyword
   orders in place of its place in the fused one (``OWN_RANKS``). Both outvote an exact match of a
   rare code or name, which the hand-set fusion ranks first.
@@ -26,8 +28,9 @@ The feature sets:
 Each feature set is one model: scikit-learn's ``LogisticRegression`` on standardised features,
 classes balanced, its regularisation chosen by leave-one-conversation-out over the three tune
 conversations (mean recall@10 over both shapes), then fitted on every tune question. The check
-conversations (``quality.CHECK_SAMPLES``) are scored once and never used to choose.
-``--write-weights`` saves the shipped set's model as ``store/ranking/learned.json``.
+conversations (``quality.CHECK_SAMPLES``) are scored once and never used to choose. One more
+row fits gradient-boosted trees (``Trees``) over the shipped features, their depth and rounds
+chosen the same way. ``--write-weights`` saves the shipped set's model as ``store/ranking/learned.json``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +72,7 @@ TIME_FEATURES: dict[str, learned.Feature] = {
 }
 HAND_SET = "hand-set"
 """The row of the hand-set fusion's own order (``ranking = "trimem"``), which each model reorders."""
-SHIPPED = "learned + time words"
+SHIPPED = "learned + time words + opens with a name"
 """The feature set ``ranking = "learned"`` runs (``store.ranking.learned.FEATURES``)."""
 OWN_RANKS: dict[str, learned.Feature] = {
     "1 / semantic rank": lambda c: 1.0 / (1 + c.semantic_rank),  # type: ignore[attr-defined]
@@ -83,13 +87,15 @@ ENTITY: dict[str, learned.Feature] = {
 }
 """The fused score and the entity boost as features of their own, as first shipped: LoCoMo teaches
 them to count an entity match against a memory (``store.ranking.learned.SIGNAL_FEATURES``)."""
+TIME_WORDS = {**learned.SIGNAL_FEATURES, **learned.TIME_WORD_FEATURES}
 FEATURE_SETS = {
     "learned": learned.SIGNAL_FEATURES,
     "learned + time mention": {**learned.SIGNAL_FEATURES, **TIME_FEATURES},
+    "learned + time words": TIME_WORDS,
     SHIPPED: learned.FEATURES,
-    "learned + time words, fused score and entity boost": {**learned.FEATURES, **ENTITY},
+    "learned + time words, fused score and entity boost": {**TIME_WORDS, **ENTITY},
     "as first shipped (+ fused score and entity boost, own ranks)": {
-        **{name: feature for name, feature in learned.FEATURES.items() if "rank" not in name}, **ENTITY, **OWN_RANKS
+        **{name: feature for name, feature in TIME_WORDS.items() if "rank" not in name}, **ENTITY, **OWN_RANKS
     },
 }
 
@@ -129,7 +135,7 @@ def candidates(q: ideas.Asked, scope: ideas.Scope, shape: str) -> Question:
     neighbours = scope.neighbours(rowids)
     semantic_rank = {rowid: i for i, rowid in enumerate(q.similarity)}
     keyword_rank = {rowid: i for i, rowid in enumerate(sorted(own, key=lambda r: -own[r]))}
-    query = learned.Query.of(q.text, len(q.terms))
+    query = learned.Query.of(q.text, len(q.terms), q.names)
     described = [
         Described(
             similarity=q.similarity[rowid], keyword=own.get(rowid, 0.0),
@@ -138,7 +144,7 @@ def candidates(q: ideas.Asked, scope: ideas.Scope, shape: str) -> Question:
             neighbour_similarity=max((q.similarity[n] for n, _ in neighbours[rowid]), default=0.0),
             neighbour_keyword=max((own.get(n, 0.0) for n, _ in neighbours[rowid]), default=0.0),
             asks=rowid in scope.questions, time_words=bool(learned.TIME_WORDS.search(scope.texts[rowid])),
-            fused_rank=rank, query=query, mentions_time=rowid in scope.dated,
+            opens_with_name=learned.opens_with_name(scope.texts[rowid], query.names), fused_rank=rank, query=query, mentions_time=rowid in scope.dated,
             semantic_rank=semantic_rank[rowid], keyword_rank=keyword_rank.get(rowid),
             entity=signals.boosts.get(rowid, 0.0), fused=breakdown.final_score,
         )
@@ -164,6 +170,7 @@ class Model:
     """Standardised features into a class-balanced logistic regression (scikit-learn)."""
 
     def __init__(self, features: dict[str, learned.Feature], strength: float) -> None:
+        self.choice = f"C = {strength}"
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
@@ -196,19 +203,52 @@ class Model:
                                regression.coef_[0], float(regression.intercept_[0]))
 
 
-def cross_validated(features: dict[str, learned.Feature], tune: Sequence[Question]) -> float:
-    """The strength whose models, each fitted without one tune conversation, rank that
-    conversation's questions (both shapes) best by mean recall@10."""
+class Trees:
+    """Gradient-boosted trees (scikit-learn's ``HistGradientBoostingClassifier``), classes balanced:
+    the issue's other kind of model, which can learn what the features do together."""
+
+    def __init__(self, features: dict[str, learned.Feature], shape: tuple[int, int]) -> None:
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        depth, rounds = shape
+        self.choice = f"depth {depth}, {rounds} rounds"
+        self.features = features
+        self.trees = HistGradientBoostingClassifier(
+            max_depth=depth, max_iter=rounds, learning_rate=0.05, min_samples_leaf=50, l2_regularization=1.0,
+            class_weight="balanced", random_state=0,
+        )
+
+    def fit(self, questions: Sequence[Question]) -> Trees:
+        self.trees.fit(np.vstack([q.matrix(self.features) for q in questions]),
+                       np.concatenate([q.labels for q in questions]))
+        return self
+
+    def rank(self, question: Question) -> np.ndarray:
+        return np.argsort(-self.trees.decision_function(question.matrix(self.features)), kind="stable")
+
+    def weights(self) -> dict[str, float]:
+        return {}
+
+
+TREE_SHAPES = ((2, 100), (2, 300), (3, 100), (3, 300))
+"""The depths and rounds cross-validation chooses among for ``Trees``."""
+TREES = "gradient-boosted trees, shipped features"
+"""The row of ``Trees`` over ``learned.FEATURES``."""
+
+
+def cross_validated(make: Callable[[Any], Model | Trees], choices: Sequence[Any], tune: Sequence[Question]) -> Any:
+    """The choice (a strength, a tree shape) whose models, each fitted without one tune
+    conversation, rank that conversation's questions (both shapes) best by mean recall@10."""
     conversations = sorted({q.asked.sample_id for q in tune})
 
-    def held_out_recall(strength: float) -> float:
+    def held_out_recall(choice: Any) -> float:
         recalls = []
         for held in conversations:
-            model = Model(features, strength).fit([q for q in tune if q.asked.sample_id != held])
+            model = make(choice).fit([q for q in tune if q.asked.sample_id != held])
             recalls += [q.scores(model.rank(q))["recall@10"] for q in tune if q.asked.sample_id == held]
         return float(np.mean(recalls))
 
-    return max(STRENGTHS, key=held_out_recall)
+    return max(choices, key=held_out_recall)
 
 
 def mean(scores: Sequence[dict[str, float]], questions: Sequence[Question], keep: Callable[[Question], bool]) -> dict:
@@ -229,15 +269,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     tune = [q for q in questions if ideas.tuned(q.asked)]
     rankings = {HAND_SET: [np.arange(len(q.rowids)) for q in questions]}
     chosen, weights = {}, {}
-    for name, features in FEATURE_SETS.items():
-        chosen[name] = cross_validated(features, tune)
-        model = Model(features, chosen[name]).fit(tune)
+    makers = {name: (lambda C, f=features: Model(f, C), STRENGTHS) for name, features in FEATURE_SETS.items()}
+    makers[TREES] = (lambda shape: Trees(learned.FEATURES, shape), TREE_SHAPES)
+    for name, (make, choices) in makers.items():
+        model = make(cross_validated(make, choices, tune)).fit(tune)
+        chosen[name] = model.choice
         rankings[name] = [model.rank(q) for q in questions]
         weights[name] = model.weights()
         if name == SHIPPED and args.write_weights:
-            fitted_on = f"{args.data.name}, tune conversations of both shapes, C = {chosen[name]}"
+            fitted_on = f"{args.data.name}, tune conversations of both shapes, {model.choice}"
             learned.WEIGHTS.write_text(model.fitted().to_json(fitted_on), encoding="utf-8")
-        print(f"  {name}: C = {chosen[name]}", file=sys.stderr, flush=True)
+        print(f"  {name}: {model.choice}", file=sys.stderr, flush=True)
     scores = {name: [q.scores(order) for q, order in zip(questions, orders)] for name, orders in rankings.items()}
 
     rows, category_rows = [], []
@@ -252,17 +294,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in scores)])
     check = {(row[0], row[2]): row[3] for row in rows if row[1] == "check"}
     verdicts = [
-        f"- **{name}** (C = {chosen[name]}): check recall@10 "
+        f"- **{name}** ({chosen[name]}): check recall@10 "
         + ", ".join(f"{shape} {check[(shape, name)] - check[(shape, HAND_SET)]:+.3f}" for shape in locomo.SHAPES)
         + (": beats the hand-set fusion on both shapes." if all(check[(s, name)] > check[(s, HAND_SET)]
                                                                  for s in locomo.SHAPES)
            else ": does not beat the hand-set fusion on both shapes.")
-        for name in FEATURE_SETS
+        for name in makers
     ]
     weight_rows = [[feature, *(f"{weights[name][feature]:+.3f}" if feature in weights[name] else ""
                                for name in FEATURE_SETS)]
-                   for feature in {**FEATURE_SETS["learned + time mention"], **learned.TIME_WORD_FEATURES, **ENTITY,
-                                   **OWN_RANKS}]
+                   for feature in dict.fromkeys(name for features in FEATURE_SETS.values() for name in features)]
     section = "\n\n".join([
         "## Learned fusion, rescored (LoCoMo dev, both shapes)",
         f"`{report.command_line()}`",

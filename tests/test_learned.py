@@ -25,7 +25,7 @@ def candidate(**values: object) -> learned.Candidate:
     base: dict[str, object] = {
         "similarity": 0.5, "keyword": 0.0, "keyword_with_context": 0.0, "bm25": 0.0,
         "neighbour_similarity": 0.0, "neighbour_keyword": 0.0, "asks": False, "time_words": False,
-        "fused_rank": 0, "query": learned.Query(4, False, False),
+        "opens_with_name": False, "fused_rank": 0, "query": learned.Query(4, False, False, frozenset()),
     }
     return learned.Candidate(**{**base, **values})  # type: ignore[arg-type]
 
@@ -55,16 +55,30 @@ def test_a_logit_is_the_standardised_features_times_the_coefficients() -> None:
 
 
 def test_what_the_features_read_of_a_query_and_a_text() -> None:
-    assert learned.Query.of("When did Ana start the night shift?", 4) == learned.Query(4, True, False)
-    assert learned.Query.of("what year did Kenji visit?", 3).asks_when
-    assert learned.Query.of("Who gave Ana a bonsai?", 3) == learned.Query(3, False, True)
-    assert not learned.Query.of("Whenever Ana travels, what does she pack?", 4).asks_when
+    ana = frozenset({"ana"})
+    assert learned.Query.of("When did Ana start the night shift?", 4, ana) == learned.Query(4, True, False, ana)
+    assert learned.Query.of("what year did Kenji visit?", 3, frozenset({"kenji"})).asks_when
+    assert learned.Query.of("Who gave Ana a bonsai?", 3, ana) == learned.Query(3, False, True, ana)
+    assert not learned.Query.of("Whenever Ana travels, what does she pack?", 4, ana).asks_when
     for timed in FACTS[1:4]:
         assert learned.TIME_WORDS.search(timed), timed
     assert not learned.TIME_WORDS.search(FACTS[0]) and not learned.TIME_WORDS.search(FACTS[5])
-    features = learned.matrix([candidate(time_words=True, query=learned.Query(2, True, False))])[0]
+    features = learned.matrix([candidate(time_words=True, query=learned.Query(2, True, False, ana))])[0]
     named = dict(zip(learned.FEATURES, features))
     assert named["time words"] == named["time words × asks when"] == 1.0 and named["query terms / 10"] == 0.2
+    assert named["opens with a name asked about"] == 0.0
+    assert learned.matrix([candidate(opens_with_name=True)])[0][list(learned.FEATURES).index(
+        "opens with a name asked about")] == 1.0
+
+
+def test_a_memory_opens_with_a_name_as_its_speaker_or_its_subject() -> None:
+    names = frozenset({"ana", "santa maria hospital"})
+    for text in ("Ana: I start nights on Monday", "ana started the night shift", "  Ana   took a bonsai",
+                 "Ana's brother is a chef", "Santa  Maria Hospital: visiting hours changed", "Ana"):
+        assert learned.opens_with_name(text, names), text
+    for text in ("Anabel started the night shift", "Kenji gave Ana a bonsai", "Santa Maria is a name", ""):
+        assert not learned.opens_with_name(text, names), text
+    assert not learned.opens_with_name("Ana: hello", frozenset())
 
 
 def test_a_learned_score_names_its_strongest_features_and_adds_up() -> None:

@@ -3,7 +3,8 @@ hand-set fusion's first ``POOL`` candidates.
 
 Each candidate is described by what the hand-set fusion already computes (its place in the fused
 order, its similarity and keyword scores, raw BM25), by its neighbours in the scope, whether it
-asks, the query's length and kind, and whether words in it place it in time (``TIME_WORDS``). The
+asks, the query's length and kind, whether words in it place it in time (``TIME_WORDS``) and
+whether it opens with a name the query names (``opens_with_name``). The
 weights (``learned.json`` beside this module: each feature's fitted range, mean, scale and
 coefficient) are fitted by ``python -m bench learned --write-weights`` on the tune conversations
 of both shapes of memory;
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from store.analysis.entities import normalize_entity
 from store.records import LearnedScore, Pull
 
 POOL = 100
@@ -50,12 +52,21 @@ class Query:
     term_count: int
     asks_when: bool
     asks_who: bool
+    names: frozenset[str]
+    """The names it asks about, as ``retrieval.PreparedQuery.names`` holds them (normalised)."""
 
     @classmethod
-    def of(cls, text: str, term_count: int) -> Query:
+    def of(cls, text: str, term_count: int, names: frozenset[str]) -> Query:
         words = text.split()
         first = words[0].lower() if words else ""
-        return cls(term_count, bool(ASKS_WHEN.match(text)), first in ASKS_WHO)
+        return cls(term_count, bool(ASKS_WHEN.match(text)), first in ASKS_WHO, names)
+
+
+def opens_with_name(text: str, names: frozenset[str]) -> bool:
+    """Whether ``text`` opens with one of ``names`` as a whole word: its speaker ("Caroline: …") or
+    its subject ("Caroline joined …")."""
+    opening = normalize_entity(text[: 2 * max(map(len, names), default=0)])  # the longest name, and stray spaces
+    return any(opening.startswith(name) and not opening[len(name) : len(name) + 1].isalnum() for name in names)
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,7 @@ class Candidate:
     neighbour_keyword: float
     asks: bool
     time_words: bool
+    opens_with_name: bool
     fused_rank: int
     """Its place in the hand-set fusion's order, from 0."""
     query: Query
@@ -102,7 +114,8 @@ TIME_WORD_FEATURES: dict[str, Feature] = {
     "time words": lambda c: float(c.time_words),
     "time words × asks when": lambda c: float(c.time_words and c.query.asks_when),
 }
-FEATURES: dict[str, Feature] = {**SIGNAL_FEATURES, **TIME_WORD_FEATURES}
+NAME_FEATURES: dict[str, Feature] = {"opens with a name asked about": lambda c: float(c.opens_with_name)}
+FEATURES: dict[str, Feature] = {**SIGNAL_FEATURES, **TIME_WORD_FEATURES, **NAME_FEATURES}
 """The features ``ranking = "learned"`` reads, in the order of the weights file."""
 
 
