@@ -16,8 +16,8 @@ The feature sets:
   store that), alone and for a question asking when;
 - with the same read by a regular expression (``TIME_WORD_FEATURES``), which search reads from its
   candidates' texts (``TIME_WORDS``, shipped 2026-12-06);
-- with, as well, whether the memory opens with a name the query asks about (``NAME_FEATURES``): its
-  speaker or its subject. The set the engine ships (``FEATURES``);
+- with, as well, whether the memory, and whether a neighbour of it, opens with a name the query asks
+  about (``NAME_FEATURES``): its speaker or its subject. The set the engine ships (``FEATURES``);
 - the time-words set with the fused score and the entity boost as features of their own (``ENTITY``),
   which LoCoMo, whose entities are mostly its two speakers, teaches to count an entity match against
   a memory;
@@ -72,7 +72,7 @@ TIME_FEATURES: dict[str, learned.Feature] = {
 }
 HAND_SET = "hand-set"
 """The row of the hand-set fusion's own order (``ranking = "trimem"``), which each model reorders."""
-SHIPPED = "learned + time words + opens with a name"
+SHIPPED = "learned + time words + names (itself, a neighbour)"
 """The feature set ``ranking = "learned"`` runs (``store.ranking.learned.FEATURES``)."""
 OWN_RANKS: dict[str, learned.Feature] = {
     "1 / semantic rank": lambda c: 1.0 / (1 + c.semantic_rank),  # type: ignore[attr-defined]
@@ -92,6 +92,9 @@ FEATURE_SETS = {
     "learned": learned.SIGNAL_FEATURES,
     "learned + time mention": {**learned.SIGNAL_FEATURES, **TIME_FEATURES},
     "learned + time words": TIME_WORDS,
+    "learned + time words + names (itself only)": {
+        **TIME_WORDS, "opens with a name asked about": learned.NAME_FEATURES["opens with a name asked about"]
+    },
     SHIPPED: learned.FEATURES,
     "learned + time words, fused score and entity boost": {**TIME_WORDS, **ENTITY},
     "as first shipped (+ fused score and entity boost, own ranks)": {
@@ -144,7 +147,10 @@ def candidates(q: ideas.Asked, scope: ideas.Scope, shape: str) -> Question:
             neighbour_similarity=max((q.similarity[n] for n, _ in neighbours[rowid]), default=0.0),
             neighbour_keyword=max((own.get(n, 0.0) for n, _ in neighbours[rowid]), default=0.0),
             asks=rowid in scope.questions, time_words=bool(learned.TIME_WORDS.search(scope.texts[rowid])),
-            opens_with_name=learned.opens_with_name(scope.texts[rowid], query.names), fused_rank=rank, query=query, mentions_time=rowid in scope.dated,
+            opens_with_name=learned.opens_with_name(scope.texts[rowid], query.names),
+            neighbour_opens_with_name=any(learned.opens_with_name(scope.texts[n], query.names)
+                                          for n, _ in neighbours[rowid]),
+            fused_rank=rank, query=query, mentions_time=rowid in scope.dated,
             semantic_rank=semantic_rank[rowid], keyword_rank=keyword_rank.get(rowid),
             entity=signals.boosts.get(rowid, 0.0), fused=breakdown.final_score,
         )

@@ -234,6 +234,9 @@ class Snapshot(Protocol):
         their latest text, and how many there are in all."""
     def memories_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, MemoryRow]:
         """Rows by key (missing ones skipped)."""
+    def texts_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, str]:
+        """Texts by key (missing ones skipped): all that ranking reads of its candidates and their
+        neighbours, without the rest of each row."""
     def list_memories(
         self, scope: Scope, filters: Filter | None, on: str | None, limit: int, offset: int
     ) -> list[MemoryRow]:

@@ -269,11 +269,14 @@ def test_the_engines_learned_ranking_is_the_one_the_bench_measures(config: Confi
         for q in asked:
             explained = engine.explain(q.text, user_id=q.sample_id, top_k=quality.TOP_K)
             searched.append([rowid_of[hit.memory.id] for hit in explained.hits or explained.withheld])
+    described = []
     for q, got in zip(asked, searched):
         question = bench_learned.candidates(q, scopes[q.sample_id], "turns")
         order = np.argsort(-learned.shipped().logits(question.candidates), kind="stable")
         assert got == [question.rowids[i] for i in order][: quality.TOP_K]
-    assert any(c.time_words for c in question.candidates)
+        described += question.candidates
+    for flag in ("time_words", "opens_with_name", "neighbour_opens_with_name"):  # each read, both ways
+        assert 0 < sum(getattr(c, flag) for c in described) < len(described), flag
 
 
 def test_a_turn_only_asks_when_every_sentence_is_a_question():

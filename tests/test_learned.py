@@ -25,7 +25,7 @@ def candidate(**values: object) -> learned.Candidate:
     base: dict[str, object] = {
         "similarity": 0.5, "keyword": 0.0, "keyword_with_context": 0.0, "bm25": 0.0,
         "neighbour_similarity": 0.0, "neighbour_keyword": 0.0, "asks": False, "time_words": False,
-        "opens_with_name": False, "fused_rank": 0, "query": learned.Query(4, False, False, frozenset()),
+        "opens_with_name": False, "neighbour_opens_with_name": False, "fused_rank": 0, "query": learned.Query(4, False, False, frozenset()),
     }
     return learned.Candidate(**{**base, **values})  # type: ignore[arg-type]
 
@@ -66,9 +66,9 @@ def test_what_the_features_read_of_a_query_and_a_text() -> None:
     features = learned.matrix([candidate(time_words=True, query=learned.Query(2, True, False, ana))])[0]
     named = dict(zip(learned.FEATURES, features))
     assert named["time words"] == named["time words × asks when"] == 1.0 and named["query terms / 10"] == 0.2
-    assert named["opens with a name asked about"] == 0.0
-    assert learned.matrix([candidate(opens_with_name=True)])[0][list(learned.FEATURES).index(
-        "opens with a name asked about")] == 1.0
+    assert named["opens with a name asked about"] == named["a neighbour opens with it"] == 0.0
+    both = dict(zip(learned.FEATURES, learned.matrix([candidate(opens_with_name=True, neighbour_opens_with_name=True)])[0]))
+    assert both["opens with a name asked about"] == both["a neighbour opens with it"] == 1.0
 
 
 def test_a_memory_opens_with_a_name_as_its_speaker_or_its_subject() -> None:

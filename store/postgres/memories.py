@@ -59,6 +59,12 @@ class MemoryReads(shared.MemoryReads, Statements):
                          f"ORDER BY rowid{self.ROW_LOCK}", (*params, list(rowids)))
         return {row[0]: DIALECT.memory_row(row) for row in rows}
 
+    def texts_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, str]:
+        if not rowids:
+            return {}
+        user, params = user_sql(scope)
+        return dict(self.rows(f"SELECT rowid, text FROM memories WHERE {user} AND rowid = ANY(%s)", (*params, list(rowids))))
+
     def last_deletion(self, memory_id: str, scope: Scope) -> DeletedMemory | str | None:
         """The creation time is the first event's."""
         where, params = DIALECT.scope_sql(scope)

@@ -4,7 +4,7 @@ hand-set fusion's first ``POOL`` candidates.
 Each candidate is described by what the hand-set fusion already computes (its place in the fused
 order, its similarity and keyword scores, raw BM25), by its neighbours in the scope, whether it
 asks, the query's length and kind, whether words in it place it in time (``TIME_WORDS``) and
-whether it opens with a name the query names (``opens_with_name``). The
+whether it or a neighbour opens with a name the query names (``opens_with_name``). The
 weights (``learned.json`` beside this module: each feature's fitted range, mean, scale and
 coefficient) are fitted by ``python -m bench learned --write-weights`` on the tune conversations
 of both shapes of memory;
@@ -83,6 +83,7 @@ class Candidate:
     asks: bool
     time_words: bool
     opens_with_name: bool
+    neighbour_opens_with_name: bool
     fused_rank: int
     """Its place in the hand-set fusion's order, from 0."""
     query: Query
@@ -114,7 +115,10 @@ TIME_WORD_FEATURES: dict[str, Feature] = {
     "time words": lambda c: float(c.time_words),
     "time words × asks when": lambda c: float(c.time_words and c.query.asks_when),
 }
-NAME_FEATURES: dict[str, Feature] = {"opens with a name asked about": lambda c: float(c.opens_with_name)}
+NAME_FEATURES: dict[str, Feature] = {
+    "opens with a name asked about": lambda c: float(c.opens_with_name),
+    "a neighbour opens with it": lambda c: float(c.neighbour_opens_with_name),
+}
 FEATURES: dict[str, Feature] = {**SIGNAL_FEATURES, **TIME_WORD_FEATURES, **NAME_FEATURES}
 """The features ``ranking = "learned"`` reads, in the order of the weights file."""
 

@@ -419,8 +419,10 @@ def learned_order(
     similarity.update((rowid, scoring.similarity_from_distance(distance))
                       for rowid, distance in snapshot.distances_for(prepared.embedding, around, request.scope))
     asks = snapshot.questions_among(rowids, request.scope)
-    texts = {rowid: row.text for rowid, row in snapshot.memories_by_rowid(rowids, request.scope).items()}
+    read = list(dict.fromkeys([*rowids, *(n for ns in adjacent.values() for n in ns)]))
+    texts = snapshot.texts_by_rowid(read, request.scope)
     query = learned.Query.of(prepared.text, len(prepared.terms), prepared.names)
+    named = {rowid: learned.opens_with_name(text, query.names) for rowid, text in texts.items()}
     candidates = [
         learned.Candidate(
             similarity=semantic[rowid], keyword=own.get(rowid, 0.0), keyword_with_context=breakdown.bm25_score,
@@ -428,7 +430,9 @@ def learned_order(
             neighbour_similarity=max((similarity.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
             neighbour_keyword=max((own.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
             asks=rowid in asks, time_words=bool(learned.TIME_WORDS.search(texts.get(rowid, ""))),
-            opens_with_name=learned.opens_with_name(texts.get(rowid, ""), query.names), fused_rank=rank, query=query,
+            opens_with_name=named.get(rowid, False),
+            neighbour_opens_with_name=any(named.get(n, False) for n in adjacent.get(rowid, ())), fused_rank=rank,
+            query=query,
         )
         for rank, (rowid, breakdown) in enumerate(ranked)
     ]

@@ -55,6 +55,12 @@ class MemoryReads(shared.MemoryReads, Statements):
         rows = self.conn.execute(f"SELECT {memory_columns()} FROM memories WHERE {keys}", params)
         return {row[0]: DIALECT.memory_row(row) for row in rows}
 
+    def texts_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, str]:
+        if not rowids:
+            return {}
+        keys, params = DIALECT.in_sql("rowid", rowids)
+        return dict(self.conn.execute(f"SELECT rowid, text FROM memories WHERE {keys}", params).fetchall())
+
     def last_deletion(self, memory_id: str, scope: Scope) -> DeletedMemory | str | None:
         """The creation time is the first event's."""
         where, params = DIALECT.scope_sql(scope)
