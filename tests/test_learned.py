@@ -73,7 +73,7 @@ def test_what_the_features_read_of_a_query_and_a_text() -> None:
 
 def test_a_memory_opens_with_a_name_as_its_speaker_or_its_subject() -> None:
     names = frozenset({"ana", "santa maria hospital"})
-    for text in ("Ana: I start nights on Monday", "ana started the night shift", "  Ana   took a bonsai",
+    for text in ("Ana: I start nights on Monday", "ana started the night shift", "  Ana   took a bonsai", " " * 12 + "Ana took one",
                  "Ana's brother is a chef", "Santa  Maria Hospital: visiting hours changed", "Ana"):
         assert learned.opens_with_name(text, names), text
     for text in ("Anabel started the night shift", "Kenji gave Ana a bonsai", "Santa Maria is a name", ""):

@@ -65,7 +65,7 @@ class Query:
 def opens_with_name(text: str, names: frozenset[str]) -> bool:
     """Whether ``text`` opens with one of ``names`` as a whole word: its speaker ("Caroline: …") or
     its subject ("Caroline joined …")."""
-    opening = normalize_entity(text[: 2 * max(map(len, names), default=0)])  # the longest name, and stray spaces
+    opening = normalize_entity(text.lstrip()[: 2 * max(map(len, names), default=0)])  # the longest name, and stray spaces
     return any(opening.startswith(name) and not opening[len(name) : len(name) + 1].isalnum() for name in names)
 
 
