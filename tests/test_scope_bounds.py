@@ -49,7 +49,8 @@ def table_sql(path: Path) -> dict[str, str]:
 
 def back_to_schema_7(path: Path, dimension: int) -> None:
     """Give a current file the vector tables migration m001 made (unpartitioned), every vector
-    copied across, m002's expiry index, and the schema version before m008."""
+    copied across, m002's expiry index, postings without their memory's length (before m011),
+    and the schema version before m008."""
     scratch = apsw.Connection(":memory:")
     connection.connection_sqlite_vec(scratch)
     schema.m001_initial(scratch, dimension)
@@ -68,6 +69,7 @@ def back_to_schema_7(path: Path, dimension: int) -> None:
             conn.execute("DROP TABLE kept")
         conn.execute("DROP INDEX memories_expiration")
         schema.m002_expiry_index(conn, dimension)
+        conn.execute("ALTER TABLE memory_terms DROP COLUMN length")
         conn.execute("UPDATE schema_version SET version = 7")
     conn.close()
 

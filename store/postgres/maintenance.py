@@ -18,7 +18,8 @@ from .schema import SCHEMA_VERSION
 PROBES = {
     "memory_terms": (
         ("SELECT m.rowid FROM memories m WHERE m.terms <> coalesce((SELECT sum(p.frequency) FROM memory_terms p "
-        "WHERE p.user_id = m.user_id AND p.memory_rowid = m.rowid), 0) ORDER BY m.rowid LIMIT 100"),
+        "WHERE p.user_id = m.user_id AND p.memory_rowid = m.rowid), 0) OR EXISTS (SELECT 1 FROM memory_terms p "
+        "WHERE p.user_id = m.user_id AND p.memory_rowid = m.rowid AND p.length <> m.terms) ORDER BY m.rowid LIMIT 100"),
         "memory {} has keyword postings that disagree with its length in terms",
     ),
     "orphan_entities": (

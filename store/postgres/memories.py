@@ -33,8 +33,8 @@ MEMORY_COLUMNS = {
     "embedding": "vector", "analysis_degraded": "bool",
 }
 """The columns a new memory fills, with their types for a binary COPY."""
-POSTING_COLUMNS = ("user_id", "term", "memory_rowid", "frequency")
-"""The columns of a keyword posting."""
+POSTING_COLUMNS = ("user_id", "term", "memory_rowid", "frequency", "length")
+"""The columns of a keyword posting (``length``: its memory's length in terms)."""
 
 EXPORT_BATCH = 500
 """Rows fetched at a time by an export's server-side cursor."""
@@ -136,7 +136,7 @@ class MemoryWrites(shared.MemoryWrites, Statements):
             for key, memory, counts in zip(keys, memories, frequencies)
         ], list(MEMORY_COLUMNS.values()))
         self.write_rows("memory_terms", POSTING_COLUMNS, [
-            (memory.scope.user_id, term, key, frequency)
+            (memory.scope.user_id, term, key, frequency, counts.total())
             for key, memory, counts in zip(keys, memories, frequencies) for term, frequency in counts.items()
         ])
         return keys
@@ -159,7 +159,8 @@ class MemoryWrites(shared.MemoryWrites, Statements):
         )
         self.conn.execute("DELETE FROM memory_terms WHERE user_id = %s AND memory_rowid = %s", (scope.user_id, rowid))
         self.write_rows("memory_terms", POSTING_COLUMNS,
-                        [(scope.user_id, term, rowid, frequency) for term, frequency in frequencies.items()])
+                        [(scope.user_id, term, rowid, frequency, frequencies.total())
+                         for term, frequency in frequencies.items()])
 
     def set_analysis_degraded(self, rowid: int, scope: Scope, degraded: bool) -> None:
         self.conn.execute("UPDATE memories SET analysis_degraded = %s WHERE user_id = %s AND rowid = %s",

@@ -180,8 +180,24 @@ def m005_keyword_index(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute(keyword_index_sql())
 
 
+def posting_lengths_sql() -> str:
+    """The sixth migration's SQL (``docs/schema.md`` shows it)."""
+    return textwrap.dedent("""
+        ALTER TABLE memory_terms ADD COLUMN length integer NOT NULL DEFAULT 0;
+        UPDATE memory_terms p SET length = m.terms FROM memories m WHERE m.user_id = p.user_id AND m.rowid = p.memory_rowid;
+    """).strip()
+
+
+def m006_posting_lengths(conn: psycopg.Connection, dimension: int) -> None:
+    """SQLite's ``m011_posting_lengths``: each keyword posting carries its memory's length in
+    terms, so a search in a user's whole scope scores the postings of its terms without reading
+    their memories (``store.postgres.keywords.USER_BM25_SQL``)."""
+    conn.execute(posting_lengths_sql())
+
+
 MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (
     m001_initial, m002_tokens, m003_token_sessions_cleared, m004_analysis_degraded, m005_keyword_index,
+    m006_posting_lengths,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -12,7 +12,7 @@ from store.scope import Scope
 from store.sql import signals as shared
 from store.sql.keywords import query_terms
 
-from .keywords import BM25_SQL
+from .keywords import BM25_SQL, USER_BM25_SQL
 from .sql import DIALECT, Statements, user_sql, vector
 
 EXACT_SCAN_ROWS = 10_000
@@ -79,11 +79,9 @@ class SignalReads(shared.SignalReads, Statements):
         return self.rows(f"SELECT rowid, embedding <=> %s FROM memories WHERE {user} AND rowid = ANY(%s)",
                          (vector(embedding), *params, list(rowids)))
 
-    def bm25_memories(
+    def scope_bm25(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
-        if not terms:
-            return []
         corpus, corpus_params = user_sql(scope, "c")
         postings, postings_params = user_sql(scope, "p")
         where, params = DIALECT.scope_sql(scope, "m")
@@ -91,6 +89,16 @@ class SignalReads(shared.SignalReads, Statements):
         sql = BM25_SQL.format(corpus=corpus, postings=postings, scope=where, live=live)
         folded = query_terms(terms)
         return self.rows(sql, (folded, *corpus_params, *postings_params, folded, *params, *live_params, limit))
+
+    def user_bm25(self, terms: Sequence[str], user_id: str, limit: int, on: str | None) -> list[tuple[int, float, bool]]:
+        scope = Scope(user_id)
+        corpus, corpus_params = user_sql(scope, "c")
+        postings, postings_params = user_sql(scope, "p")
+        user, user_params = user_sql(scope, "m")
+        live, live_params = DIALECT.live_sql(None, on)
+        sql = USER_BM25_SQL.format(corpus=corpus, postings=postings, user=user, live=live)
+        folded = query_terms(terms)
+        return self.rows(sql, (folded, *corpus_params, *postings_params, folded, limit, *user_params, *live_params))
 
     def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
         if not len(embeddings):

@@ -4,8 +4,9 @@ FTS5's ``bm25()`` counts N, n(t) and avgdl over the whole file, so one user's ra
 when another user wrote a word, and said how often. The rule of ``store.sql.keywords`` counts them
 over the user the query is scoped to, as PostgreSQL does, and this module holds its SQL:
 
-- ``memory_terms`` (user, term, memory, frequency): each memory's postings, filed under its
-  own user and keyed by user first, so a query reads only its user's postings of its terms;
+- ``memory_terms`` (user, term, memory, frequency, length): each memory's postings, filed under
+  its own user and keyed by user first, so a query reads only its user's postings of its terms,
+  each with its memory's length in terms, so a posting is scored without reading its memory;
 - ``memories.terms``: a memory's length in terms, |D|;
 - ``keyword_users`` (user, memories, terms): each user's N and total length, kept in step with
   ``memories`` by triggers (migration m005), so a search reads one row instead of counting
@@ -21,7 +22,7 @@ import apsw
 
 from store.sql.keywords import term_frequencies, term_score_sql, weight_sql
 
-BM25_SQL = f"""
+KEYWORD_WEIGHTS_SQL = f"""
 WITH query(term, repeats) AS (
     SELECT value, count(*) FROM json_each(?) GROUP BY value
 ), corpus(documents, tokens) AS (
@@ -31,26 +32,52 @@ WITH query(term, repeats) AS (
     FROM query q CROSS JOIN corpus c CROSS JOIN memory_terms p
     WHERE p.term = q.term AND {{postings}}
     GROUP BY q.term
-)
-SELECT m.rowid, sum({term_score_sql("w.weight", "p.frequency", "m.terms", "(c.tokens / c.documents)")}) AS score
+)"""
+"""What both keyword statements start from: the query's terms, the user's N and total length,
+and each term's weight. Its parameters: the query terms (a JSON array), those of ``{users}``
+(the user the counts are over, on ``u``) and of ``{postings}`` (the same, on ``p``)."""
+
+SCORE_SQL = term_score_sql("w.weight", "p.frequency", "p.length", "(c.tokens / c.documents)")
+"""A posting's share of its memory's score, from the posting alone (it carries the memory's length)."""
+
+BM25_SQL = KEYWORD_WEIGHTS_SQL + f"""
+SELECT m.rowid, sum({SCORE_SQL}) AS score
 FROM weights w CROSS JOIN corpus c CROSS JOIN memory_terms p CROSS JOIN memories m
 WHERE p.term = w.term AND {{postings}} AND m.rowid = p.memory_rowid AND {{scope}} AND ({{live}})
 GROUP BY m.rowid
 ORDER BY score DESC, m.rowid
 LIMIT ?
 """
-"""The keyword signal. Its parameters, in order: the query terms (a JSON array), those of
-``{users}`` (the user the counts are over, on ``u``), of ``{postings}`` (the same, on ``p``),
-of ``{postings}`` again, of ``{scope}`` and ``{live}`` (the memories ranked, on ``m``), and the
-limit. ``CROSS JOIN`` fixes the order SQLite joins in: from the few query terms into the
-user's postings of each (the primary key's range), then to each posting's memory by key; left
-to itself the planner may walk the scope's memories through their scope index instead."""
+"""The keyword signal over the memories the scope and filters let through. Its parameters
+after ``KEYWORD_WEIGHTS_SQL``'s: those of ``{postings}`` again, of ``{scope}`` and ``{live}``
+(the memories ranked, on ``m``), and the limit. ``CROSS JOIN`` fixes the order SQLite joins in:
+from the few query terms into the user's postings of each (the primary key's range), then to
+each posting's memory by key; left to itself the planner may walk the scope's memories through
+their scope index instead."""
+
+USER_BM25_SQL = KEYWORD_WEIGHTS_SQL + f""", scored(rowid, score) AS MATERIALIZED (
+    SELECT p.memory_rowid, sum({SCORE_SQL}) AS score
+    FROM weights w CROSS JOIN corpus c CROSS JOIN memory_terms p
+    WHERE p.term = w.term AND {{postings}}
+    GROUP BY p.memory_rowid
+    ORDER BY score DESC, p.memory_rowid
+    LIMIT ?
+)
+SELECT s.rowid, s.score, EXISTS (SELECT 1 FROM memories m WHERE m.rowid = s.rowid AND ({{live}}))
+FROM scored s ORDER BY s.score DESC, s.rowid
+"""
+"""The keyword signal over a user's whole scope, from the postings alone: the user's best
+memories whatever the filters, each with whether it passes ``{live}`` (on ``m``), which alone
+is checked against its row (``store.sql.signals.SignalReads.bm25_memories`` says when that
+top is the answer). Its parameters after ``KEYWORD_WEIGHTS_SQL``'s: those of ``{postings}``
+again, the limit, and those of ``{live}``."""
 
 POST_SQL = (
-    "INSERT INTO memory_terms(user_id, term, memory_rowid, frequency) "
-    "SELECT m.user_id, t.key, m.rowid, t.value FROM memories m, json_each(?) t WHERE m.rowid = ?"
+    "INSERT INTO memory_terms(user_id, term, memory_rowid, frequency, length) "
+    "SELECT m.user_id, t.key, m.rowid, t.value, m.terms FROM memories m, json_each(?) t WHERE m.rowid = ?"
 )
-"""A memory's postings (a JSON object of term → frequency), filed under the user of its own row."""
+"""A memory's postings (a JSON object of term → frequency), filed under the user of its own row
+with its length in terms (``memories.terms``, stored first)."""
 
 USERS_SQL = "SELECT user_id, count(*) AS memories, sum(terms) AS terms FROM memories GROUP BY user_id"
 """Each user's N and total length, counted from ``memories`` (what ``keyword_users`` holds)."""
@@ -69,7 +96,7 @@ def users_sql(user_id: str) -> tuple[str, str, list[str]]:
 
 def post_terms(conn: apsw.Connection, rowid: int, frequencies: Mapping[str, int]) -> None:
     """Replace a memory's postings by ``frequencies`` (``store.sql.keywords.term_frequencies`` of its
-    lemmas; the caller stores their total in ``memories.terms``, where the triggers count it)."""
+    lemmas; the caller has stored their total in ``memories.terms``, where the triggers count it)."""
     conn.execute("DELETE FROM memory_terms WHERE memory_rowid = ?", (rowid,))
     if frequencies:
         conn.execute(POST_SQL, (json.dumps(frequencies, ensure_ascii=False), rowid))
@@ -77,16 +104,19 @@ def post_terms(conn: apsw.Connection, rowid: int, frequencies: Mapping[str, int]
 
 def misposted(conn: apsw.Connection) -> list[tuple[int, str]]:
     """(rowid, id) of each memory whose postings or length in terms are not those of its
-    ``text_lemmatized``: the content check of ``trimem doctor``, a read (so it runs on a
-    read-only file too)."""
+    ``text_lemmatized``, or whose postings carry another length: the content check of ``trimem
+    doctor``, a read (so it runs on a read-only file too)."""
     rows = conn.execute(
         "SELECT m.rowid, m.id, m.text_lemmatized, m.terms, (SELECT json_group_object(p.term, p.frequency) "
-        "FROM memory_terms p WHERE p.memory_rowid = m.rowid AND p.user_id = m.user_id) FROM memories m"
+        "FROM memory_terms p WHERE p.memory_rowid = m.rowid AND p.user_id = m.user_id), EXISTS (SELECT 1 "
+        "FROM memory_terms p WHERE p.memory_rowid = m.rowid AND p.user_id = m.user_id AND p.length <> m.terms) "
+        "FROM memories m"
     )
     return [
         (rowid, memory_id)
-        for rowid, memory_id, text_lemmatized, terms, posted in rows
+        for rowid, memory_id, text_lemmatized, terms, posted, mislengthed in rows
         if terms != (expected := term_frequencies(text_lemmatized)).total() or json.loads(posted) != expected
+        or mislengthed
     ]
 
 
@@ -96,7 +126,7 @@ def rebuild(conn: apsw.Connection) -> None:
     conn.execute("DELETE FROM memory_terms")
     for rowid, text_lemmatized in conn.execute("SELECT rowid, text_lemmatized FROM memories").fetchall():
         frequencies = term_frequencies(text_lemmatized)
-        post_terms(conn, rowid, frequencies)
         conn.execute("UPDATE memories SET terms = ? WHERE rowid = ?", (frequencies.total(), rowid))
+        post_terms(conn, rowid, frequencies)
     conn.execute("DELETE FROM keyword_users")
     conn.execute(f"INSERT INTO keyword_users(user_id, memories, terms) {USERS_SQL}")

@@ -306,10 +306,22 @@ def m010_chunks_by_user(conn: apsw.Connection, dimension: int) -> None:
     conn.execute(chunk_indexes_sql())
 
 
+def m011_posting_lengths(conn: apsw.Connection, dimension: int) -> None:
+    """Each keyword posting carries its memory's length in terms, so a search in a user's whole
+    scope scores the postings of its terms without reading their memories
+    (``store.sqlite.keywords.USER_BM25_SQL``)."""
+    conn.execute(
+        """
+        ALTER TABLE memory_terms ADD COLUMN length INTEGER NOT NULL DEFAULT 0;
+        UPDATE memory_terms SET length = (SELECT m.terms FROM memories m WHERE m.rowid = memory_terms.memory_rowid);
+        """
+    )
+
+
 MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (
     m001_initial, m002_expiry_index, m003_restore_event, m004_tokens, m005_keyword_postings,
     m006_token_sessions_cleared, m007_analysis_degraded, m008_partitioned_vectors,
-    m009_scoped_expiry_index, m010_chunks_by_user,
+    m009_scoped_expiry_index, m010_chunks_by_user, m011_posting_lengths,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -13,7 +13,7 @@ from store.scope import Scope
 from store.sql import signals as shared
 from store.sql.keywords import query_terms
 
-from .keywords import BM25_SQL, users_sql
+from .keywords import BM25_SQL, USER_BM25_SQL, users_sql
 from .sql import DIALECT, Statements, vector_blob
 
 KNN_LIMIT = 4096
@@ -84,21 +84,28 @@ class SignalReads(shared.SignalReads, Statements):
             (vector_blob(embedding), *params),
         ).fetchall()
 
-    def bm25_memories(
+    def scope_bm25(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
         """FTS5's BM25 with the statistics of the scope's user (``store.sql.keywords``): the terms
         are bound as one JSON array, never spliced into SQL."""
-        if not terms:
-            return []
         users, postings, user_params = users_sql(scope.user_id)
         where, params = DIALECT.scope_sql(scope, "m")
         live, live_params = DIALECT.live_sql(filters, on)
         sql = BM25_SQL.format(users=users, postings=postings, scope=where, live=live)
-        folded = json.dumps(query_terms(terms), ensure_ascii=False)
-        return self.conn.execute(
-            sql, (folded, *user_params, *user_params, *user_params, *params, *live_params, limit)
-        ).fetchall()
+        return self.rows(sql, (self._folded(terms), *user_params, *user_params, *user_params, *params,
+                               *live_params, limit))
+
+    def user_bm25(self, terms: Sequence[str], user_id: str, limit: int, on: str | None) -> list[tuple[int, float, bool]]:
+        users, postings, user_params = users_sql(user_id)
+        live, live_params = DIALECT.live_sql(None, on)
+        sql = USER_BM25_SQL.format(users=users, postings=postings, live=live)
+        rows = self.rows(sql, (self._folded(terms), *user_params, *user_params, *user_params, limit, *live_params))
+        return [(rowid, score, bool(live)) for rowid, score, live in rows]
+
+    @staticmethod
+    def _folded(terms: Sequence[str]) -> str:
+        return json.dumps(query_terms(terms), ensure_ascii=False)
 
     def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
         where, params = DIALECT.scope_sql(scope)

@@ -1,0 +1,78 @@
+"""A search in a user's whole scope ranks keywords from the postings alone (each carries its
+memory's length in terms), and gives what the read through each posting's memory gives: the
+same memories and scores, an expired memory never among them, on both backends."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from store import Config, Engine, MemoryInput
+from store.scope import Scope
+
+LATER = (dt.datetime.now(dt.UTC).date() + dt.timedelta(days=30)).isoformat()
+"""A day the reads are asked about, after a memory that expires today is hidden."""
+ANN = [
+    "Ann booked a table at the harbour restaurant for Friday",
+    "Ann's harbour walk starts at the lighthouse",
+    "Ann ordered a new bicycle bell online",
+    "Ann and her brother fixed the harbour boat",
+    "The restaurant on the harbour closes in winter",
+    "Ann likes the lighthouse at dawn",
+]
+QUESTIONS = ["harbour restaurant", "lighthouse walk", "bicycle", "boat harbour brother", "winter"]
+
+
+def terms_of(engine: Engine, question: str) -> list[str]:
+    return engine.nlp.analyze_query(question, entities=False).lemmatized.split()
+
+
+def test_a_users_whole_scope_ranks_from_its_postings_as_through_its_memories(engine: Engine) -> None:
+    engine.add_many([MemoryInput(text) for text in ANN], user_id="ann")
+    engine.add_many([MemoryInput("Ann's helper agent reserved the harbour restaurant")], user_id="ann", agent_id="aide")
+    engine.add_many([MemoryInput("Bo walks to the harbour restaurant every day")], user_id="bo")
+    with engine.backend.snapshot() as view:
+        for question in QUESTIONS:
+            terms = terms_of(engine, question)
+            top = view.user_bm25(terms, "ann", 3, LATER)
+            assert top and all(live for _, _, live in top)  # the postings' top is the answer
+            ranked = view.bm25_memories(terms, Scope("ann"), 3, None, LATER)
+            assert ranked == [(rowid, score) for rowid, score, _ in top]
+            through_memories = view.scope_bm25(terms, Scope("ann"), 3, None, LATER)
+            assert [rowid for rowid, _ in ranked] == [rowid for rowid, _ in through_memories]
+            assert [score for _, score in ranked] == pytest.approx([score for _, score in through_memories], rel=1e-12)
+
+
+def test_an_expired_memory_at_the_top_of_the_postings_is_left_out_and_the_next_one_ranks(engine: Engine) -> None:
+    engine.add_many([MemoryInput(text) for text in ANN], user_id="ann")
+    gone = engine.add("Ann's harbour restaurant harbour restaurant voucher", user_id="ann",
+                      expiration_date=dt.datetime.now(dt.UTC).date().isoformat())
+    with engine.backend.snapshot() as view:
+        terms = terms_of(engine, "harbour restaurant")
+        top = view.user_bm25(terms, "ann", 2, LATER)
+        texts = view.texts_by_rowid([rowid for rowid, _, _ in top], Scope("ann"))
+        assert texts[top[0][0]] == gone[0].memory.text and top[0][2] is False  # best by score, not live
+        ranked = view.bm25_memories(terms, Scope("ann"), 2, None, LATER)
+        assert ranked == view.scope_bm25(terms, Scope("ann"), 2, None, LATER)
+        assert len(ranked) == 2 and top[0][0] not in dict(ranked)
+        assert ranked[0][0] == top[1][0]  # the best live one first, then the one after it
+        assert view.bm25_memories(terms, Scope("ann"), 2, None, None)[0][0] == top[0][0]  # no day: none expired
+
+
+def test_a_posting_that_disagrees_with_its_memorys_length_is_found_by_the_check(
+    config: Config, engine: Engine
+) -> None:
+    engine.add("Ann's harbour walk starts at the lighthouse", user_id="ann")
+    assert engine.check() == []
+    if config.store.database_url:
+        import psycopg
+
+        with psycopg.connect(config.store.database_url, autocommit=True) as conn:
+            conn.execute("UPDATE memory_terms SET length = length + 1 WHERE term = 'lighthouse'")
+    else:
+        from sqlite_files import execute
+
+        execute(engine, "UPDATE memory_terms SET length = length + 1 WHERE term = 'lighthouse'")
+    problems = engine.check()
+    assert len(problems) == 1 and "keyword postings" in str(problems[0])
