@@ -5,11 +5,13 @@ same memories and scores, an expired memory never among them, on both backends."
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 
 from store import Config, Engine, MemoryInput
 from store.scope import Scope
+from store.sql.keywords import term_frequencies
 
 LATER = (dt.datetime.now(dt.UTC).date() + dt.timedelta(days=30)).isoformat()
 """A day the reads are asked about, after a memory that expires today is hidden."""
@@ -76,3 +78,37 @@ def test_a_posting_that_disagrees_with_its_memorys_length_is_found_by_the_check(
         execute(engine, "UPDATE memory_terms SET length = length + 1 WHERE term = 'lighthouse'")
     problems = engine.check()
     assert len(problems) == 1 and "keyword postings" in str(problems[0])
+
+
+@pytest.mark.only_on("sqlite")
+def test_a_posting_written_without_its_length_by_an_earlier_trimem_gets_it(engine: Engine) -> None:
+    """A process of an earlier trimem, still open on the file after this one migrated it, posts
+    a memory's terms as that code did, without a length: the trigger of migration m011 gives each
+    posting its memory's length, so the keyword reads and the check agree."""
+    (added,) = engine.add("Ann's harbour walk starts at the lighthouse", user_id="ann")
+    from sqlite_files import execute
+
+    [(lemmas,)] = execute(engine, "SELECT text_lemmatized FROM memories WHERE id = ?", (added.memory.id,))
+    execute(engine, "DELETE FROM memory_terms")
+    execute(
+        engine,
+        "INSERT INTO memory_terms(user_id, term, memory_rowid, frequency) "
+        "SELECT m.user_id, t.key, m.rowid, t.value FROM memories m, json_each(?) t WHERE m.id = ?",
+        (json.dumps(term_frequencies(str(lemmas))), added.memory.id),
+    )
+    lengths = execute(engine, "SELECT DISTINCT p.length, m.terms FROM memory_terms p JOIN memories m "
+                              "ON m.rowid = p.memory_rowid")
+    assert len(lengths) == 1 and lengths[0][0] == lengths[0][1] > 0
+    assert engine.check() == []
+
+
+@pytest.mark.only_on("postgres")
+def test_a_posting_without_its_length_is_refused_on_postgresql(config: Config, engine: Engine) -> None:
+    """A server of an earlier trimem still running on the database posts without a length; the
+    column has no default, so that write is refused whole instead of stored with a wrong length."""
+    import psycopg
+
+    engine.add("Ann's harbour walk starts at the lighthouse", user_id="ann")
+    with psycopg.connect(config.store.database_url) as conn, pytest.raises(psycopg.errors.NotNullViolation):
+        conn.execute("INSERT INTO memory_terms(user_id, term, memory_rowid, frequency) "
+                     "SELECT user_id, 'zebra', rowid, 1 FROM memories")

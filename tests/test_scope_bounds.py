@@ -69,6 +69,7 @@ def back_to_schema_7(path: Path, dimension: int) -> None:
             conn.execute("DROP TABLE kept")
         conn.execute("DROP INDEX memories_expiration")
         schema.m002_expiry_index(conn, dimension)
+        conn.execute("DROP TRIGGER memory_terms_length")
         conn.execute("ALTER TABLE memory_terms DROP COLUMN length")
         conn.execute("UPDATE schema_version SET version = 7")
     conn.close()

@@ -185,13 +185,16 @@ def posting_lengths_sql() -> str:
     return textwrap.dedent("""
         ALTER TABLE memory_terms ADD COLUMN length integer NOT NULL DEFAULT 0;
         UPDATE memory_terms p SET length = m.terms FROM memories m WHERE m.user_id = p.user_id AND m.rowid = p.memory_rowid;
+        ALTER TABLE memory_terms ALTER COLUMN length DROP DEFAULT;
     """).strip()
 
 
 def m006_posting_lengths(conn: psycopg.Connection, dimension: int) -> None:
     """SQLite's ``m011_posting_lengths``: each keyword posting carries its memory's length in
     terms, so a search in a user's whole scope scores the postings of its terms without reading
-    their memories (``store.postgres.keywords.USER_BM25_SQL``)."""
+    their memories (``store.postgres.keywords.USER_BM25_SQL``). The column keeps no default: a
+    server of an earlier trimem still running on the database posts without a length, and its
+    write is refused (nothing of it kept) rather than stored with a wrong one."""
     conn.execute(posting_lengths_sql())
 
 

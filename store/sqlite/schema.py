@@ -309,11 +309,17 @@ def m010_chunks_by_user(conn: apsw.Connection, dimension: int) -> None:
 def m011_posting_lengths(conn: apsw.Connection, dimension: int) -> None:
     """Each keyword posting carries its memory's length in terms, so a search in a user's whole
     scope scores the postings of its terms without reading their memories
-    (``store.sqlite.keywords.USER_BM25_SQL``)."""
+    (``store.sqlite.keywords.USER_BM25_SQL``). A process of an earlier trimem still open on the
+    file posts without a length (0, the column's default); the trigger gives such a posting its
+    memory's length, which that process stored first."""
     conn.execute(
         """
         ALTER TABLE memory_terms ADD COLUMN length INTEGER NOT NULL DEFAULT 0;
         UPDATE memory_terms SET length = (SELECT m.terms FROM memories m WHERE m.rowid = memory_terms.memory_rowid);
+        CREATE TRIGGER memory_terms_length AFTER INSERT ON memory_terms WHEN new.length = 0 BEGIN
+            UPDATE memory_terms SET length = (SELECT m.terms FROM memories m WHERE m.rowid = new.memory_rowid)
+            WHERE user_id = new.user_id AND term = new.term AND memory_rowid = new.memory_rowid;
+        END;
         """
     )
 
