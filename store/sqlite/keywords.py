@@ -67,7 +67,7 @@ SELECT s.rowid, s.score, EXISTS (SELECT 1 FROM memories m WHERE m.rowid = s.rowi
 FROM scored s ORDER BY s.score DESC, s.rowid
 """
 """The keyword signal over a user's whole scope, from the postings alone: the user's best
-memories whatever the filters, each with whether it passes ``{live}`` (on ``m``), which alone
+memories, each with whether it passes ``{live}`` (on ``m``), which alone
 is checked against its row (``store.sql.signals.SignalReads.bm25_memories`` says when that
 top is the answer). Its parameters after ``KEYWORD_WEIGHTS_SQL``'s: those of ``{postings}``
 again, the limit, and those of ``{live}``."""
