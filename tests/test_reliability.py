@@ -98,7 +98,7 @@ DAMAGE = {
         "SELECT 2, embedding, 'mallory', '', '' FROM moved; DROP TABLE moved"
     ),
     "terms_without_memory": (
-        "PRAGMA foreign_keys = OFF; INSERT INTO memory_terms VALUES ('ana', 'ghost', 777, 1); PRAGMA foreign_keys = ON"
+        "PRAGMA foreign_keys = OFF; INSERT INTO memory_terms VALUES ('ana', 'ghost', 777, 1, 1); PRAGMA foreign_keys = ON"
     ),
     "terms_scope": "UPDATE memory_terms SET user_id = 'mallory' WHERE memory_rowid = 2",
     "keyword_users": "UPDATE keyword_users SET memories = memories + 1 WHERE user_id = 'ana'",
