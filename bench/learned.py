@@ -1,7 +1,7 @@
 """Learned fusion, measured by rescoring: a logistic regression over the engine's signals in place
 of the hand-set sum, trained on the tune conversations of both shapes of memory.
 
-    python -m bench learned [--data FILE] [--db FILE] [--write-weights] [--no-doc]
+    python -m bench learned [--data FILE] [--db FILE] [--embedding-model NAME] [--write-weights] [--no-doc]
 
 Every question's signals over its whole scope are read as ``bench/ideas.py`` reads them (its
 ``read_questions``, on the quality benchmark's databases, built when missing). A question's
@@ -30,7 +30,13 @@ classes balanced, its regularisation chosen by leave-one-conversation-out over t
 conversations (mean recall@10 over both shapes), then fitted on every tune question. The check
 conversations (``quality.CHECK_SAMPLES``) are scored once and never used to choose. One more
 row fits gradient-boosted trees (``Trees``) over the shipped features, their depth and rounds
-chosen the same way. ``--write-weights`` saves the shipped set's model as ``store/ranking/learned.json``.
+chosen the same way. The row ``AS_SHIPPED`` ranks with the weights the engine runs
+(``store/ranking/learned.json``, as they were before this run), so a run shows whether they still
+hold: refitted on the same data they give the same order, and with ``--embedding-model`` it shows
+them on another model's similarities beside a model fitted on those. ``--write-weights`` saves the
+shipped set's model as ``store/ranking/learned.json``; the engine runs those weights whatever its
+embedding model (docs/benchmarks.md says what a fit for all-mpnet-base-v2 gained), so only a fit on
+the default model's similarities is written.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from bench import ideas, locomo, metrics, quality, report
 from store import Engine, load_config
 from store.analysis.embeddings import open_embedder
 from store.analysis.nlp import NLP
+from store.analysis.packaged_models import DEFAULT_MODEL, DIMENSIONS
 from store.ranking import learned, scoring
 
 STRENGTHS = (0.001, 0.01, 0.1, 1.0)
@@ -74,6 +81,8 @@ HAND_SET = "hand-set"
 """The row of the hand-set fusion's own order (``ranking = "trimem"``), which each model reorders."""
 SHIPPED = "learned + time words + names (itself, a neighbour)"
 """The feature set ``ranking = "learned"`` runs (``store.ranking.learned.FEATURES``)."""
+AS_SHIPPED = "as shipped (learned.json), before this run"
+"""The row of the weights the engine runs (``store.ranking.learned.shipped``)."""
 OWN_RANKS: dict[str, learned.Feature] = {
     "1 / semantic rank": lambda c: 1.0 / (1 + c.semantic_rank),  # type: ignore[attr-defined]
     "1 / keyword rank": lambda c: 0.0 if c.keyword_rank is None else 1.0 / (1 + c.keyword_rank),  # type: ignore[attr-defined]
@@ -159,9 +168,9 @@ def candidates(q: ideas.Asked, scope: ideas.Scope, shape: str) -> Question:
     return Question(q, shape, described, rowids)
 
 
-def read(shape: str, data: Path, db: Path) -> list[Question]:
-    """Every question of one shape, its candidates described."""
-    base = load_config(environ={}).using(str(quality.database_path(db, shape)))
+def read(shape: str, data: Path, db: Path, model: str) -> list[Question]:
+    """Every question of one shape, its candidates described, with the embedding model ``model``."""
+    base = load_config(environ={}).replace("store", embedding_model=model).using(str(quality.database_path(db, shape)))
     embedder = open_embedder(base.store.embedding_model, base.store.embedding_backend,  # type: ignore[arg-type]
                              cache_dir=base.model_cache_dir, threads=1)
     nlp = NLP()
@@ -264,16 +273,24 @@ def mean(scores: Sequence[dict[str, float]], questions: Sequence[Question], keep
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=locomo.DEFAULT_PATH, help="a LoCoMo-format JSON file")
-    parser.add_argument("--db", type=Path, default=report.RESULTS / "locomo.db",
-                        help="benchmark database file (one per shape, built when missing)")
+    parser.add_argument("--db", type=Path, default=None,
+                        help="benchmark database file (one per shape, built when missing; default: "
+                             "locomo.db in the results folder, locomo-<model>.db for another embedding model)")
+    parser.add_argument("--embedding-model", default=DEFAULT_MODEL, choices=sorted(DIMENSIONS),
+                        help="the packaged embedding model whose similarities the models are fitted on")
     parser.add_argument("--write-weights", action="store_true",
-                        help=f"save the shipped feature set's model as {learned.WEIGHTS.name}")
+                        help=f"save the shipped feature set's model as {learned.WEIGHTS.name} (default model only)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
+    model_name = args.embedding_model
+    if args.write_weights and model_name != DEFAULT_MODEL:
+        parser.error(f"--write-weights: the engine runs the weights fitted on {DEFAULT_MODEL} whatever its model")
+    db = args.db or report.RESULTS / ("locomo.db" if model_name == DEFAULT_MODEL else f"locomo-{model_name}.db")
 
-    questions = [q for shape in locomo.SHAPES for q in read(shape, args.data, args.db)]
+    questions = [q for shape in locomo.SHAPES for q in read(shape, args.data, db, model_name)]
     tune = [q for q in questions if ideas.tuned(q.asked)]
     rankings = {HAND_SET: [np.arange(len(q.rowids)) for q in questions]}
+    rankings[AS_SHIPPED] = [np.argsort(-learned.shipped().logits(q.candidates), kind="stable") for q in questions]
     chosen, weights = {}, {}
     makers = {name: (lambda C, f=features: Model(f, C), STRENGTHS) for name, features in FEATURE_SETS.items()}
     makers[TREES] = (lambda shape: Trees(learned.FEATURES, shape), TREE_SHAPES)
@@ -310,10 +327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     weight_rows = [[feature, *(f"{weights[name][feature]:+.3f}" if feature in weights[name] else ""
                                for name in FEATURE_SETS)]
                    for feature in dict.fromkeys(name for features in FEATURE_SETS.values() for name in features)]
+    own_model = "" if model_name == DEFAULT_MODEL else f", {model_name}"
     section = "\n\n".join([
-        "## Learned fusion, rescored (LoCoMo dev, both shapes)",
+        f"## Learned fusion, rescored (LoCoMo dev, both shapes{own_model})",
         f"`{report.command_line()}`",
-        report.environment(),
+        report.environment({"embedding model": model_name}),
         (f"Each question's first {learned.POOL} memories under the hand-set fusion, reranked by each model "
          "(`bench/learned.py` says how the models are chosen and fitted)."),
         report.table(["shape", "conversations", "ranking", "recall@10", "ndcg@10", "mrr"], rows),
@@ -323,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "What each model learned (weights on standardised features):",
         report.table(["feature", *FEATURE_SETS], weight_rows),
     ])
-    report.publish("learned", section, not args.no_doc)
+    report.publish("learned" if model_name == DEFAULT_MODEL else f"learned-{model_name}", section, not args.no_doc)
     return 0
 
 

@@ -250,6 +250,21 @@ def test_learned_fusion_reranks_the_hand_set_fusions_candidates(config: Config, 
         assert list(model.weights()) == list(features) and list(model.fitted().features) == list(features)
 
 
+def test_learned_weights_are_written_only_from_the_default_models_similarities(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The engine runs one set of weights whatever its embedding model, so a fit on another model's
+    similarities is measured (``--embedding-model``) but never written over them."""
+    from bench import learned as bench_learned
+    from store.ranking import learned
+
+    before = learned.WEIGHTS.read_bytes()
+    with pytest.raises(SystemExit) as refused:
+        bench_learned.main(["--embedding-model", "all-mpnet-base-v2", "--write-weights", "--no-doc"])
+    assert refused.value.code == 2 and "whatever its model" in capsys.readouterr().err
+    assert learned.WEIGHTS.read_bytes() == before
+
+
 @pytest.mark.only_on("sqlite")
 def test_the_engines_learned_ranking_is_the_one_the_bench_measures(config: Config, embedder, nlp):
     """On a slice that fits in one over-fetch, the default ranking (``learned``) orders exactly as
