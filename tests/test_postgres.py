@@ -127,6 +127,43 @@ def test_doctor_check_reports_versions_schema_and_an_invalid_index(postgres: Con
     assert "index: index memories_embedding is not valid; REINDEX INDEX memories_embedding" in broken.output
 
 
+def out_of_row_vectors(url: str) -> dict[str, int]:
+    """How many vectors of each table PostgreSQL keeps in its TOAST table rather than in their rows."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {table: conn.execute(f"SELECT count(*) FROM {table} WHERE pg_column_toast_chunk_id(embedding) IS NOT NULL"
+                                    ).fetchone()[0] for table in ("memories", "entities")}
+
+
+def test_vectors_stay_in_their_rows_and_an_upgraded_database_keeps_its_older_ones(
+    postgres: Config, engine_factory
+) -> None:
+    """Migration 7: a memory's vector is kept in its row, so an exact scan of a scope reads no TOAST
+    page; on a database from before, the vectors already out of their rows stay there, still found."""
+    padding = (" She keeps a diary of each trip: trains taken, hostels found late at night, what the weather did,"
+               " which friends came along, the meals that were worth the detour and those that were not.")
+    url = postgres.store.database_url
+    with engine_factory(postgres) as engine:
+        with psycopg.connect(url, autocommit=True) as conn:  # the tables as they were before migration 7
+            for table in ("memories", "entities"):
+                conn.execute(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE EXTERNAL")
+        engine.add("Ana kayaked the Douro gorge in May." + padding, user_id="ana")
+    assert out_of_row_vectors(url)["memories"] == 1
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_version SET version = 6")
+    with engine_factory(postgres) as engine:
+        engine.add("Ana climbed the Pico volcano in the Azores in August." + padding, user_id="ana")
+        engine.add("Kenji's bonsai from Kyoto needs water twice a week.", user_id="kenji")
+        found = engine.search("When did Ana kayak the Douro?", user_id="ana", top_k=2)
+    assert out_of_row_vectors(url) == {"memories": 1, "entities": 0}  # the new ones in their rows
+    assert found[0].memory.text.startswith("Ana kayaked the Douro")
+    with psycopg.connect(url, autocommit=True) as conn:
+        storage = dict(conn.execute(
+            "SELECT attrelid::regclass::text, attstorage FROM pg_attribute WHERE attname = 'embedding' "
+            "AND attrelid IN ('memories'::regclass, 'entities'::regclass)").fetchall())
+        assert storage == {"memories": "m", "entities": "m"}
+        assert conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+
+
 def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:
     with engine_factory(postgres) as engine:
         engine.add("Ana likes kayaking", user_id="ana")

@@ -33,9 +33,11 @@ class SignalReads(shared.SignalReads, Statements):
         ``where`` nearest to it.
 
         A bounded count first: when few rows pass, they are scanned exactly, for every embedding
-        in one statement (the planner may not use the index, so a filter never leaves fewer than
-        ``limit``); otherwise the HNSW index answers each, with pgvector's iterative scan going on
-        until ``limit`` rows pass."""
+        in one statement, each row's distance computed as it is read (``OFFSET 0`` keeps the
+        planner from the index, so a filter never leaves fewer than ``limit``; carrying the
+        vectors out of the scan to compare them after took 29 ms at 10,000 rows instead of 17);
+        otherwise the HNSW index answers each, with pgvector's iterative scan going on until
+        ``limit`` rows pass."""
         (candidates,) = self.row(
             f"SELECT count(*) FROM (SELECT 1 FROM {table} m WHERE {where} LIMIT %s) few",
             (*params, EXACT_SCAN_ROWS + 1),
@@ -44,11 +46,11 @@ class SignalReads(shared.SignalReads, Statements):
         if candidates <= EXACT_SCAN_ROWS:
             found: list[list[tuple]] = [[] for _ in embeddings]
             for i, *row in self.rows(  # %b: the vectors go as their floats (binary), not as their text
-                f"WITH scoped AS MATERIALIZED (SELECT {qualified}, m.embedding FROM {table} m WHERE {where}) "
                 f"SELECT q.i, s.* FROM unnest(%b::vector[]) WITH ORDINALITY AS q(embedding, i) CROSS JOIN LATERAL ("
-                f"SELECT {bare}, scoped.embedding <=> q.embedding AS distance FROM scoped ORDER BY distance LIMIT %s"
+                f"SELECT {bare}, distance FROM (SELECT {qualified}, m.embedding <=> q.embedding AS distance "
+                f"FROM {table} m WHERE {where} OFFSET 0) scoped ORDER BY distance LIMIT %s"
                 ") s ORDER BY q.i, s.distance",
-                (*params, [vector(embedding) for embedding in embeddings], limit),
+                ([vector(embedding) for embedding in embeddings], *params, limit),
             ):
                 found[i - 1].append(tuple(row))
             return found
