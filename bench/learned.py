@@ -15,7 +15,7 @@ The feature sets:
 - with whether spaCy finds a date or a time in the memory (``TIME_FEATURES``: the engine does not
   store that), alone and for a question asking when;
 - with the same read by a regular expression (``TIME_WORD_FEATURES``), which search reads from its
-  candidates' texts (``TIME_WORDS``, shipped 2026-12-06);
+  candidates' texts (``places_in_time``, shipped 2026-12-06);
 - with, as well, whether the memory, and whether a neighbour of it, opens with a name the query asks
   about (``NAME_FEATURES``): its speaker or its subject. The set the engine ships (``FEATURES``);
 - the time-words set with the fused score and the entity boost as features of their own (``ENTITY``),
@@ -155,7 +155,7 @@ def candidates(q: ideas.Asked, scope: ideas.Scope, shape: str) -> Question:
             bm25=q.bm25.get(rowid, 0.0),
             neighbour_similarity=max((q.similarity[n] for n, _ in neighbours[rowid]), default=0.0),
             neighbour_keyword=max((own.get(n, 0.0) for n, _ in neighbours[rowid]), default=0.0),
-            asks=rowid in scope.questions, time_words=bool(learned.TIME_WORDS.search(scope.texts[rowid])),
+            asks=rowid in scope.questions, time_words=learned.places_in_time(scope.texts[rowid]),
             opens_with_name=learned.opens_with_name(scope.texts[rowid], query.names),
             neighbour_opens_with_name=any(learned.opens_with_name(scope.texts[n], query.names)
                                           for n, _ in neighbours[rowid]),

@@ -61,8 +61,9 @@ def test_what_the_features_read_of_a_query_and_a_text() -> None:
     assert learned.Query.of("Who gave Ana a bonsai?", 3, ana) == learned.Query(3, False, True, ana)
     assert not learned.Query.of("Whenever Ana travels, what does she pack?", 4, ana).asks_when
     for timed in FACTS[1:4]:
-        assert learned.TIME_WORDS.search(timed), timed
-    assert not learned.TIME_WORDS.search(FACTS[0]) and not learned.TIME_WORDS.search(FACTS[5])
+        assert learned.places_in_time(timed), timed
+    assert not learned.places_in_time(FACTS[0]) and not learned.places_in_time(FACTS[5])
+    assert learned.places_in_time("SHE LEFT YESTERDAY") and learned.places_in_time("Back on MONDAY, Last Week")
     features = learned.matrix([candidate(time_words=True, query=learned.Query(2, True, False, ana))])[0]
     named = dict(zip(learned.FEATURES, features))
     assert named["time words"] == named["time words × asks when"] == 1.0 and named["query terms / 10"] == 0.2

@@ -429,7 +429,7 @@ def learned_order(
             bm25=signals.keyword_hits.get(rowid, 0.0),
             neighbour_similarity=max((similarity.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
             neighbour_keyword=max((own.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
-            asks=rowid in asks, time_words=bool(learned.TIME_WORDS.search(texts.get(rowid, ""))),
+            asks=rowid in asks, time_words=learned.places_in_time(texts.get(rowid, "")),
             opens_with_name=named.get(rowid, False),
             neighbour_opens_with_name=any(named.get(n, False) for n in adjacent.get(rowid, ())), fused_rank=rank,
             query=query,
