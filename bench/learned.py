@@ -285,7 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     model_name = args.embedding_model
     if args.write_weights and model_name != DEFAULT_MODEL:
         parser.error(f"--write-weights: the engine runs the weights fitted on {DEFAULT_MODEL} whatever its model")
-    db = args.db or report.RESULTS / ("locomo.db" if model_name == DEFAULT_MODEL else f"locomo-{model_name}.db")
+    tag = "" if model_name == DEFAULT_MODEL else f"-{model_name}"  # what the database and doc section add
+    db = args.db or report.RESULTS / f"locomo{tag}.db"
 
     questions = [q for shape in locomo.SHAPES for q in read(shape, args.data, db, model_name)]
     tune = [q for q in questions if ideas.tuned(q.asked)]
@@ -327,9 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     weight_rows = [[feature, *(f"{weights[name][feature]:+.3f}" if feature in weights[name] else ""
                                for name in FEATURE_SETS)]
                    for feature in dict.fromkeys(name for features in FEATURE_SETS.values() for name in features)]
-    own_model = "" if model_name == DEFAULT_MODEL else f", {model_name}"
     section = "\n\n".join([
-        f"## Learned fusion, rescored (LoCoMo dev, both shapes{own_model})",
+        f"## Learned fusion, rescored (LoCoMo dev, both shapes{f', {model_name}' if tag else ''})",
         f"`{report.command_line()}`",
         report.environment({"embedding model": model_name}),
         (f"Each question's first {learned.POOL} memories under the hand-set fusion, reranked by each model "
@@ -341,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "What each model learned (weights on standardised features):",
         report.table(["feature", *FEATURE_SETS], weight_rows),
     ])
-    report.publish("learned" if model_name == DEFAULT_MODEL else f"learned-{model_name}", section, not args.no_doc)
+    report.publish(f"learned{tag}", section, not args.no_doc)
     return 0
 
 
