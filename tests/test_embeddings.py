@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -142,6 +144,29 @@ def test_name_vectors_embed_each_name_once_and_forget_the_least_recent(embedder:
     names.embed(["caroline", "melanie"])
     assert seen[-1] == ["caroline"]
     assert names.embed([]).shape == (0, 384)
+
+
+def test_name_vectors_embed_an_unseen_name_on_the_executors_thread(embedder: OnnxEmbedder):
+    """``embed_on``: a search goes on reading the store while an unseen name embeds on the side
+    thread; names all remembered are answered at once, without a hand-off."""
+    threads: list[str] = []
+
+    class Recording:
+        name, dimension, backend = embedder.name, embedder.dimension, embedder.backend
+
+        def embed_batch(self, texts):
+            if texts:
+                threads.append(threading.current_thread().name)
+            return embedder.embed_batch(texts)
+
+    names = NameVectors(Recording())
+    with ThreadPoolExecutor(1, thread_name_prefix="side") as side:
+        unseen = names.embed_on(side, ["caroline", "pottery class"])
+        assert np.allclose(unseen.result(), embedder.embed_batch(["caroline", "pottery class"]), atol=1e-6)
+        known = names.embed_on(side, ["pottery class"])
+        assert known.done() and np.allclose(known.result(), unseen.result()[1:], atol=1e-6)
+        assert names.embed_on(side, []).result().shape == (0, 384)
+    assert len(threads) == 1 and threads[0].startswith("side")  # once, for the unseen names
 
 
 def test_int8_weights_stay_close_to_the_model(embedder: OnnxEmbedder, tmp_path: Path):

@@ -16,6 +16,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Protocol
 
@@ -186,6 +187,17 @@ class NameVectors:
         self._size = size
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+
+    def embed_on(self, executor: Executor, names: Sequence[str]) -> Future[np.ndarray]:
+        """``embed(names)``: done at once when every name is remembered, else computed on
+        ``executor``'s thread, so the caller can do other work during the forward pass."""
+        with self._lock:
+            known = all(name in self._vectors for name in names)
+        if not known:
+            return executor.submit(self.embed, names)
+        done: Future[np.ndarray] = Future()
+        done.set_result(self.embed(names))
+        return done
 
     def embed(self, names: Sequence[str]) -> np.ndarray:
         """One row per name, shape ``(len(names), dimension)``; only unseen names reach the model."""

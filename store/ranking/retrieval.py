@@ -18,7 +18,7 @@ the query analysis records which signals ran.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,11 +44,18 @@ class PreparedQuery:
     terms: list[str]
     entities: list[str]
     embedding: np.ndarray
-    entity_embeddings: np.ndarray
+    entity_vectors: Future[np.ndarray]
+    """The entities' embeddings, one row each: a name not seen before embeds on the side thread
+    while the first signals read the store (``gather_signals`` asks for them last)."""
     names: frozenset[str] = frozenset()
     """The entities that name someone or something, as written with a capital (not a topic such
     as "support group", nor a lower-case word the tagger took for one): the relevance decision
     asks whether the scope knows them."""
+
+    @property
+    def entity_embeddings(self) -> np.ndarray:
+        """``entity_vectors``, waited for."""
+        return self.entity_vectors.result()
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,8 @@ def prepare(
     query: str, nlp: NLP, embedder: Embedder, names: NameVectors, options: SearchConfig, side: Executor
 ) -> PreparedQuery:
     """Lemmatize and extract entities while the query embeds on the ``side`` thread, then embed
-    the entities (most are names seen before). ONNX Runtime releases the GIL while it
-    computes, so both cores work."""
+    the entities there too (most are names seen before, remembered by ``names``): ONNX Runtime
+    releases the GIL while it computes, so both cores work."""
     query_vector = side.submit(embedder.embed_batch, [query])
     analysis = nlp.analyze_query(query, entities=options.use_entities)
     entities: list[str] = []
@@ -122,13 +129,13 @@ def prepare(
             if entity.entity_type != TOPIC and not entity.text.islower():  # "diet" is no name, even tagged ORG
                 named.add(entity.normalized)
         entities = entities[: scoring.MAX_QUERY_ENTITIES]
-    entity_vectors = names.embed(entities)
+    entity_vectors = names.embed_on(side, entities)  # queued behind the query's embedding
     return PreparedQuery(
         text=query,
         terms=analysis.lemmatized.split(),
         entities=entities,
         embedding=query_vector.result()[0],
-        entity_embeddings=entity_vectors,
+        entity_vectors=entity_vectors,
         names=frozenset(named.intersection(entities)),
     )
 
