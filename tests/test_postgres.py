@@ -164,6 +164,30 @@ def test_vectors_stay_in_their_rows_and_an_upgraded_database_keeps_its_older_one
         assert conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
 
 
+def test_hnsw_graphs_are_built_with_a_candidate_list_of_128_new_or_upgraded(postgres: Config, engine_factory) -> None:
+    """Migration 8: both HNSW indexes link each vector with ``ef_construction`` 128, on a new
+    database and on one upgraded from before, whose indexes had pgvector's default."""
+    url = postgres.store.database_url
+    indexes = ("memories_embedding", "entities_embedding")
+
+    def options() -> dict[str, list[str] | None]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return dict(conn.execute("SELECT relname::text, reloptions FROM pg_class WHERE relname = ANY(%s)",
+                                     (list(indexes),)).fetchall())
+
+    with engine_factory(postgres) as engine:
+        engine.add("Ana kayaked the Douro gorge in May.", user_id="ana")
+    assert options() == {name: ["ef_construction=128"] for name in indexes}
+    with psycopg.connect(url, autocommit=True) as conn:  # the indexes as they were before migration 8
+        for name in indexes:
+            conn.execute(f"ALTER INDEX {name} RESET (ef_construction)")
+        conn.execute("UPDATE schema_version SET version = 7")
+    assert options() == {name: None for name in indexes}
+    with engine_factory(postgres) as engine:
+        assert engine.search("Where did Ana kayak?", user_id="ana", top_k=1)[0].memory.text.startswith("Ana kayaked")
+    assert options() == {name: ["ef_construction=128"] for name in indexes}
+
+
 def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:
     with engine_factory(postgres) as engine:
         engine.add("Ana likes kayaking", user_id="ana")
