@@ -23,7 +23,7 @@ from test_transfer import assert_same_store, everything, export_to, fill
 
 from bench.postgres import database_url
 from mcp_server.cli import cli
-from store import Config, Engine, load_config
+from store import Config, Engine, MemoryInput, load_config
 from store.backend import Unsupported
 from store.errors import TrimemError
 from store.postgres.schema import SCHEMA_VERSION
@@ -186,6 +186,39 @@ def test_hnsw_graphs_are_built_with_a_candidate_list_of_128_new_or_upgraded(post
     with engine_factory(postgres) as engine:
         assert engine.search("Where did Ana kayak?", user_id="ana", top_k=1)[0].memory.text.startswith("Ana kayaked")
     assert options() == {name: ["ef_construction=128"] for name in indexes}
+
+
+def test_a_scope_past_the_exact_scan_is_searched_through_the_hnsw_indexes_with_the_same_answer(
+    postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``EXACT_SCAN_ROWS`` rows in a scope, the memories and the entities are found through
+    the HNSW indexes (a handful of rows: exactly the nearest), and the scope is still kept:
+    another user's memories are never among them."""
+    facts = ["Ana kayaked the Douro gorge in May.", "Ana's sister Rita lives in Porto.",
+             "Ana is learning Japanese before her trip to Kyoto.", "Ana adopted a cat named Miso.",
+             "Ana runs the Lisbon half marathon every March.", "Ana's favourite dish is bacalhau."]
+    questions = ["Where did Ana go kayaking?", "Who is Rita?", "What is the name of Ana's cat?"]
+    with engine_factory(postgres) as engine:
+        engine.add_many([MemoryInput(fact) for fact in facts], user_id="ana")
+        engine.add_many([MemoryInput("Kenji kayaked the Douro gorge too."), MemoryInput("Kenji's cat is named Miso as well.")],
+                        user_id="kenji")
+        exact = [[(hit.memory.id, round(hit.score, 6)) for hit in engine.search(question, user_id="ana")]
+                 for question in questions]
+        statements: list[str] = []
+        execute = psycopg.Connection.execute
+
+        def recorded(conn, query, *args, **kwargs):
+            statements.append(str(query))
+            return execute(conn, query, *args, **kwargs)
+
+        monkeypatch.setattr("store.postgres.signals.EXACT_SCAN_ROWS", 3)
+        monkeypatch.setattr(psycopg.Connection, "execute", recorded)
+        approximate = [[(hit.memory.id, round(hit.score, 6)) for hit in engine.search(question, user_id="ana")]
+                       for question in questions]
+        anas = {memory.id for memory in engine.list(user_id="ana")}
+    assert sum("hnsw.ef_search" in statement for statement in statements) == 2 * len(questions)  # memories, entities
+    assert approximate == exact and all(exact)
+    assert {hit for hits in exact for hit, _ in hits} <= anas
 
 
 def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:
