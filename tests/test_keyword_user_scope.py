@@ -112,3 +112,25 @@ def test_a_posting_without_its_length_is_refused_on_postgresql(config: Config, e
     with psycopg.connect(config.store.database_url) as conn, pytest.raises(psycopg.errors.NotNullViolation):
         conn.execute("INSERT INTO memory_terms(user_id, term, memory_rowid, frequency) "
                      "SELECT user_id, 'zebra', rowid, 1 FROM memories")
+
+
+def test_a_keyword_read_leaves_the_count_of_the_users_scope_as_counted(engine: Engine) -> None:
+    """Entity rarity counts the user's whole scope; PostgreSQL takes that count from the N of a
+    keyword read in the same snapshot, which must be the same count: every memory of the user,
+    an agent's and an expired one too, and none of another user's."""
+    engine.add_many([MemoryInput(text) for text in ANN], user_id="ann")
+    engine.add_many([MemoryInput("Ann's helper agent reserved the harbour restaurant")], user_id="ann", agent_id="aide")
+    engine.add("Ann's harbour restaurant voucher", user_id="ann",
+               expiration_date=dt.datetime.now(dt.UTC).date().isoformat())
+    engine.add_many([MemoryInput("Bo walks to the harbour restaurant every day")], user_id="bo")
+    terms = terms_of(engine, "harbour restaurant")
+    reads = {
+        "user_bm25": lambda view: view.user_bm25(terms, "ann", 3, LATER),
+        "bm25_memories": lambda view: view.bm25_memories(terms, Scope("ann"), 3, None, LATER),
+        "scope_bm25, an agent's": lambda view: view.scope_bm25(terms, Scope("ann", "aide"), 3, None, LATER),
+    }
+    for name, read in reads.items():
+        with engine.backend.snapshot() as view:
+            assert read(view), name
+            assert view.scope_count(Scope("ann")) == len(ANN) + 2, name
+            assert view.scope_count(Scope("ann", "aide")) == 1, name

@@ -36,18 +36,19 @@ SCORE_SQL = term_score_sql("w.weight", "p.frequency", "p.length", "(corpus.token
 """A posting's share of its memory's score, from the posting alone (it carries the memory's length)."""
 
 BM25_SQL = KEYWORD_WEIGHTS_SQL + f"""
-SELECT m.rowid, sum({SCORE_SQL}) AS score
+SELECT m.rowid, sum({SCORE_SQL}) AS score, corpus.documents
 FROM postings p
 JOIN weights w ON w.term = p.term
 JOIN memories m ON m.user_id = p.user_id AND m.rowid = p.memory_rowid, corpus
 WHERE {{scope}} AND ({{live}})
-GROUP BY m.rowid
+GROUP BY m.rowid, corpus.documents
 ORDER BY score DESC, m.rowid
 LIMIT %s
 """
-"""The keyword signal over the memories the scope and filters let through. Its parameters after
-``KEYWORD_WEIGHTS_SQL``'s: those of ``{scope}`` and ``{live}`` (the memories ranked, on ``m``),
-and the limit; each posting meets its memory in the index ``memories_keywords``."""
+"""The keyword signal over the memories the scope and filters let through, each row with the
+user's N. Its parameters after ``KEYWORD_WEIGHTS_SQL``'s: those of ``{scope}`` and ``{live}``
+(the memories ranked, on ``m``), and the limit; each posting meets its memory in the index
+``memories_keywords``."""
 
 USER_BM25_SQL = KEYWORD_WEIGHTS_SQL + f""", scored AS MATERIALIZED (
     SELECT p.memory_rowid AS rowid, sum({SCORE_SQL}) AS score
@@ -56,11 +57,12 @@ USER_BM25_SQL = KEYWORD_WEIGHTS_SQL + f""", scored AS MATERIALIZED (
     ORDER BY score DESC, p.memory_rowid
     LIMIT %s
 )
-SELECT s.rowid, s.score, EXISTS (SELECT 1 FROM memories m WHERE {{user}} AND m.rowid = s.rowid AND ({{live}}))
-FROM scored s ORDER BY s.score DESC, s.rowid
+SELECT s.rowid, s.score, EXISTS (SELECT 1 FROM memories m WHERE {{user}} AND m.rowid = s.rowid AND ({{live}})),
+    corpus.documents
+FROM scored s, corpus ORDER BY s.score DESC, s.rowid
 """
 """The keyword signal over a user's whole scope, from the postings alone: the user's best
-memories, each with whether it passes ``{live}`` (on ``m``), which alone
-is checked against its row (``store.sql.signals.SignalReads.bm25_memories`` says when that top
+memories, each with whether it passes ``{live}`` (on ``m``) and the user's N; only whether it
+passes is checked against its row (``store.sql.signals.SignalReads.bm25_memories`` says when that top
 is the answer). Its parameters after ``KEYWORD_WEIGHTS_SQL``'s: the limit, then those of
 ``{user}`` and ``{live}``."""

@@ -27,6 +27,12 @@ against the exact KNN is 0.990 to 1.000 at 800 (4.0 to 4.3 ms) and 0.975 to 0.99
 class SignalReads(shared.SignalReads, Statements):
     """What retrieval reads to rank memories."""
 
+    def __init__(self, conn: object) -> None:
+        super().__init__(conn)
+        self._user_memories: dict[str, int] = {}
+        """Each user's count of memories as a keyword read of this snapshot found it (its N), so
+        entity rarity need not count them again (6 ms at 100,000)."""
+
     def _nearest(self, table: str, columns: tuple[str, ...], embeddings: np.ndarray, where: str, params: list,
                  limit: int) -> list[list[tuple]]:
         """For each of ``embeddings``, the ``limit`` rows of ``table`` (alias ``m``) passing
@@ -89,7 +95,9 @@ class SignalReads(shared.SignalReads, Statements):
         live, live_params = DIALECT.live_sql(filters, on)
         sql = BM25_SQL.format(corpus=corpus, postings=postings, scope=where, live=live)
         folded = query_terms(terms)
-        return self.rows(sql, (folded, *corpus_params, *postings_params, folded, *params, *live_params, limit))
+        found = self.rows(sql, (folded, *corpus_params, *postings_params, folded, *params, *live_params, limit))
+        self._user_memories.update((scope.user_id, int(documents)) for *_, documents in found[:1] if scope.user_id)
+        return [(rowid, score) for rowid, score, _ in found]
 
     def user_bm25(self, terms: Sequence[str], user_id: str, limit: int, on: str | None) -> list[tuple[int, float, bool]]:
         scope = Scope(user_id)
@@ -99,7 +107,15 @@ class SignalReads(shared.SignalReads, Statements):
         live, live_params = DIALECT.live_sql(None, on)
         sql = USER_BM25_SQL.format(corpus=corpus, postings=postings, user=user, live=live)
         folded = query_terms(terms)
-        return self.rows(sql, (folded, *corpus_params, *postings_params, folded, limit, *user_params, *live_params))
+        found = self.rows(sql, (folded, *corpus_params, *postings_params, folded, limit, *user_params, *live_params))
+        self._user_memories.update((user_id, int(documents)) for *_, documents in found[:1])
+        return [(rowid, score, live) for rowid, score, live, _ in found]
+
+    def scope_count(self, scope: Scope) -> int:
+        """A user's whole scope: the N a keyword read of this snapshot counted, if one did."""
+        if scope.named().keys() == {"user_id"} and scope.user_id in self._user_memories:
+            return self._user_memories[scope.user_id]
+        return super().scope_count(scope)
 
     def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
         if not len(embeddings):
