@@ -4,6 +4,7 @@ entity links, and the neighbours and questions that keyword context reads."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ against the exact KNN is 0.990 to 1.000 at 800 (4.0 to 4.3 ms) and 0.975 to 0.99
 class SignalReads(shared.SignalReads, Statements):
     """What retrieval reads to rank memories."""
 
-    def __init__(self, conn: object) -> None:
+    def __init__(self, conn: Any) -> None:
         super().__init__(conn)
         self._user_memories: dict[str, int] = {}
         """Each user's count of memories as a keyword read of this snapshot found it (its N), so

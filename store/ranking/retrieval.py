@@ -10,7 +10,8 @@ and each query entity matched to its closest stored entity only; ``ranking = "me
 turns them all off (``SearchConfig.resolved``). The default, ``ranking = "learned"``,
 reorders the hand-set fusion's first candidates (``learned_order``).
 ``prepare`` runs the models and touches no database, so the engine can run it outside
-its database lock.
+its database lock (an entity name it has not seen may still be embedding on the side thread
+while the first signals read the store).
 Nothing here catches and carries on: a signal that does not apply is a branch, and
 the query analysis records which signals ran.
 """
