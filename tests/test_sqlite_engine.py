@@ -97,3 +97,13 @@ def test_status_reports_the_sqlite_extensions(engine: Engine) -> None:
     status = engine.status()
     assert status["sqlite_vec"].startswith("v0.1")
     assert status["database"] == str(engine.backend.path)
+
+
+@pytest.mark.parametrize("settings", [connection.CONNECTION_SETTINGS, connection.READ_ONLY_SETTINGS])
+def test_a_file_is_read_through_a_memory_map(db_path: Path, settings: tuple) -> None:
+    """A KNN reads every vector of its scope: through a memory map that costs no read call a page."""
+    connection.connect(db_path).close()  # a trimem file, so the read-only settings accept it
+    conn = apsw.Connection(str(db_path))
+    for setting in settings:
+        setting(conn)
+    assert conn.execute("PRAGMA mmap_size").fetchone()[0] == connection.MEMORY_MAP_BYTES
