@@ -107,3 +107,5 @@ def test_a_file_is_read_through_a_memory_map(db_path: Path, settings: tuple) -> 
     for setting in settings:
         setting(conn)
     assert conn.execute("PRAGMA mmap_size").fetchone()[0] == connection.MEMORY_MAP_BYTES
+    # Writes still go through write calls, so a full disk fails a write, never a read of the map.
+    assert "MMAP_READWRITE" not in apsw.compile_options
