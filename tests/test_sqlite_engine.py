@@ -102,7 +102,7 @@ def test_status_reports_the_sqlite_extensions(engine: Engine) -> None:
 @pytest.mark.parametrize("settings", [connection.CONNECTION_SETTINGS, connection.READ_ONLY_SETTINGS])
 def test_a_file_is_read_through_a_memory_map(db_path: Path, settings: tuple) -> None:
     """A KNN reads every vector of its scope: through a memory map that costs no read call a page."""
-    connection.connect(db_path).close()  # a trimem file, so the read-only settings accept it
+    connection.connect(db_path).close()  # a file trimem made, which the read-only settings accept
     conn = apsw.Connection(str(db_path))
     for setting in settings:
         setting(conn)
