@@ -96,9 +96,9 @@ class SignalReads(shared.SignalReads, Statements):
         live, live_params = DIALECT.live_sql(filters, on)
         sql = BM25_SQL.format(corpus=corpus, postings=postings, scope=where, live=live)
         folded = query_terms(terms)
-        found = self.rows(sql, (folded, *corpus_params, *postings_params, folded, *params, *live_params, limit))
-        self._user_memories.update((scope.user_id, int(documents)) for *_, documents in found[:1] if scope.user_id)
-        return [(rowid, score) for rowid, score, _ in found]
+        return self._counted(scope.user_id, self.rows(
+            sql, (folded, *corpus_params, *postings_params, folded, *params, *live_params, limit)
+        ))
 
     def user_bm25(self, terms: Sequence[str], user_id: str, limit: int, on: str | None) -> list[tuple[int, float, bool]]:
         scope = Scope(user_id)
@@ -108,9 +108,16 @@ class SignalReads(shared.SignalReads, Statements):
         live, live_params = DIALECT.live_sql(None, on)
         sql = USER_BM25_SQL.format(corpus=corpus, postings=postings, user=user, live=live)
         folded = query_terms(terms)
-        found = self.rows(sql, (folded, *corpus_params, *postings_params, folded, limit, *user_params, *live_params))
-        self._user_memories.update((user_id, int(documents)) for *_, documents in found[:1])
-        return [(rowid, score, live) for rowid, score, live, _ in found]
+        return self._counted(user_id, self.rows(
+            sql, (folded, *corpus_params, *postings_params, folded, limit, *user_params, *live_params)
+        ))
+
+    def _counted(self, user_id: str, found: list[tuple]) -> list[tuple]:
+        """A keyword read's rows without their last column, the user's N, which is remembered
+        for ``scope_count``."""
+        if user_id and found:
+            self._user_memories[user_id] = int(found[0][-1])
+        return [row[:-1] for row in found]
 
     def scope_count(self, scope: Scope) -> int:
         """A user's whole scope: the N a keyword read of this snapshot counted, if one did."""
