@@ -53,6 +53,7 @@ class StoreConfig:
     embedding_backend: EmbeddingBackend
     model_cache: str
     inference_threads: int
+    vector_memory_mb: int
 
 
 @dataclass(frozen=True)
@@ -370,6 +371,9 @@ def _check(config: Config) -> None:
         raise _refuse(
             "search", "question_keywords", search.question_keywords, "it must be between 0 and 1; 1 turns it off"
         )
+    if config.store.vector_memory_mb < 0:
+        raise _refuse("store", "vector_memory_mb", config.store.vector_memory_mb,
+                      "it must be a whole number of megabytes, 0 or more; 0 holds no vectors in memory")
     for section, name in (
         ("limits", "max_text_chars"), ("limits", "max_top_k"), ("limits", "max_metadata_bytes"),
         ("limits", "max_messages"),

@@ -123,7 +123,8 @@ def open_backend(
                                check_model=check_model, create=create)
     from store.sqlite import SQLiteBackend
 
-    return SQLiteBackend(config.database, model, dimension, check_model=check_model, create=create)
+    return SQLiteBackend(config.database, model, dimension, check_model=check_model, create=create,
+                         held_vector_bytes=config.store.vector_memory_mb << 20)
 
 
 class Engine:

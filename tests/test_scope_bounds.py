@@ -50,7 +50,7 @@ def table_sql(path: Path) -> dict[str, str]:
 def back_to_schema_7(path: Path, dimension: int) -> None:
     """Give a current file the vector tables migration m001 made (unpartitioned), every vector
     copied across, m002's expiry index, postings without their memory's length (before m011),
-    and the schema version before m008."""
+    no log of vector changes (before m012), and the schema version before m008."""
     scratch = apsw.Connection(":memory:")
     connection.connection_sqlite_vec(scratch)
     schema.m001_initial(scratch, dimension)
@@ -71,6 +71,9 @@ def back_to_schema_7(path: Path, dimension: int) -> None:
         schema.m002_expiry_index(conn, dimension)
         conn.execute("DROP TRIGGER memory_terms_length")
         conn.execute("ALTER TABLE memory_terms DROP COLUMN length")
+        for trigger in ("insert", "delete", "update"):
+            conn.execute(f"DROP TRIGGER memories_vector_{trigger}")
+        conn.execute("DROP TABLE vector_changes")
         conn.execute("UPDATE schema_version SET version = 7")
     conn.close()
 

@@ -24,6 +24,7 @@ from store.errors import TrimemError
 from store.records import ReembedReport, RepairReport, Violation
 
 from . import connection, maintenance, reembed, schema
+from .held_vectors import HeldVectors
 from .statements import SQLiteSnapshot, SQLiteTransaction
 
 
@@ -35,9 +36,11 @@ class SQLiteBackend:
     )
 
     def __init__(self, path: Path, model: str, dimension: int, *, check_model: bool = True,
-                 create: bool = True) -> None:
+                 create: bool = True, held_vector_bytes: int = 0) -> None:
         """``check_model`` false opens a file that records another embedding model, only to
-        re-embed it: every snapshot and transaction is refused until that completes."""
+        re-embed it: every snapshot and transaction is refused until that completes.
+        ``held_vector_bytes``: the memory the vectors of heavy users may fill
+        (``store.sqlite.held_vectors``), 0 for none."""
         self.path = Path(path)
         self.location = str(self.path)
         self._model, self._dimension = model, dimension
@@ -50,6 +53,7 @@ class SQLiteBackend:
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        self.held_vectors = HeldVectors(held_vector_bytes)
 
     def refuse_write(self) -> TrimemError:
         assert self._refusal is not None, "refuse_write is for a read-only store"
@@ -87,7 +91,7 @@ class SQLiteBackend:
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[SQLiteSnapshot]:
         with self._reader() as conn:
-            yield SQLiteSnapshot(conn)
+            yield SQLiteSnapshot(conn, self.held_vectors)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[SQLiteTransaction]:

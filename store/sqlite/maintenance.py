@@ -179,6 +179,7 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
                 txn.delete_link(memory_rowid, entity_id)
                 removed += 1
         for (rowid,) in probes.probe(conn, "vector_without_memory"):
+            txn.note_vector_changed(rowid)
             txn.delete_memory_vector(rowid)
             removed += 1
         for (entity_id,) in probes.probe(conn, "entity_vector_without_entity"):
@@ -190,6 +191,7 @@ def repair(conn: apsw.Connection, embedder: Embedder, nlp: NLP) -> RepairReport:
         vectors = models.embed(row.text for row in plan.memories_to_embed)
         for row in plan.memories_to_embed:
             txn.put_memory_vector(row.rowid, vectors[row.text], row.scope)
+            txn.note_vector_changed(row.rowid)
 
         # (the report's name for it is older than the postings: FTS5 was the keyword index)
         fts_rebuilt = any(probes.probe(conn, name) for name in KEYWORD_PROBES)

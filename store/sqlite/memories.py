@@ -127,6 +127,16 @@ class MemoryWrites(shared.MemoryWrites, Statements):
         self.put_memory_vector(rowid, memory.embedding, memory.scope)
         return rowid
 
+    def note_vector_changed(self, rowid: int) -> None:
+        """Log a memory whose vector changes while its row does not (a repair), under the user
+        its vector is filed under: migration 12's triggers log every other change, for the
+        processes that hold their users' vectors (``store.sqlite.held_vectors``)."""
+        self.conn.execute(
+            "INSERT OR REPLACE INTO vector_changes(user_id, memory_rowid) "
+            "SELECT user_id, memory_rowid FROM memory_vectors WHERE memory_rowid = ?",
+            (rowid,),
+        )
+
     def delete_memory_vector(self, rowid: int) -> None:
         """Drop one memory vector (orphaned, or about to be rewritten)."""
         self.conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))

@@ -267,6 +267,8 @@ def swap_in_reembedded(conn: apsw.Connection, model: str, dimension: int) -> Non
             f"INSERT INTO {table}({key}, embedding, user_id, agent_id, run_id) "
             f"SELECT {key}, embedding, user_id, agent_id, run_id FROM {REEMBED_PREFIX}{table}"
         )
+    # every vector changed: a process holding a user's vectors reads them again (held_vectors)
+    conn.execute("INSERT OR REPLACE INTO vector_changes(user_id, memory_rowid) SELECT user_id, rowid FROM memories")
     drop(conn)
     conn.execute(
         "UPDATE meta SET value = CASE key WHEN 'embedding_model' THEN ? ELSE ? END "

@@ -324,10 +324,44 @@ def m011_posting_lengths(conn: apsw.Connection, dimension: int) -> None:
     )
 
 
+def m012_vector_changes(conn: apsw.Connection, dimension: int) -> None:
+    """A log of which memories' vectors changed, so that a process holding a user's vectors in
+    memory (``store.sqlite.held_vectors``) brings them up to date by reading only what changed.
+    Each memory has one row per user it was filed under, numbered anew (``seq``, never reused)
+    whenever its row is inserted, deleted, rewritten or moved; triggers write it inside the
+    write's transaction, so a process of an earlier version, still open on the file, is logged
+    too. The rows of a user who has no memory left go with its last one. Every stored memory is
+    logged here once."""
+    conn.execute(
+        """
+        CREATE TABLE vector_changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id TEXT NOT NULL,
+            memory_rowid INTEGER NOT NULL,
+            UNIQUE (user_id, memory_rowid)
+        );
+        CREATE INDEX vector_changes_by_user ON vector_changes(user_id, seq);
+        INSERT INTO vector_changes(user_id, memory_rowid) SELECT user_id, rowid FROM memories ORDER BY user_id, rowid;
+        CREATE TRIGGER memories_vector_insert AFTER INSERT ON memories BEGIN
+            INSERT OR REPLACE INTO vector_changes(user_id, memory_rowid) VALUES (new.user_id, new.rowid);
+        END;
+        CREATE TRIGGER memories_vector_delete AFTER DELETE ON memories BEGIN
+            INSERT OR REPLACE INTO vector_changes(user_id, memory_rowid) VALUES (old.user_id, old.rowid);
+            DELETE FROM vector_changes WHERE user_id = old.user_id
+                AND NOT EXISTS (SELECT 1 FROM memories WHERE user_id = old.user_id);
+        END;
+        CREATE TRIGGER memories_vector_update AFTER UPDATE OF text, user_id, agent_id, run_id ON memories BEGIN
+            INSERT OR REPLACE INTO vector_changes(user_id, memory_rowid) VALUES (old.user_id, old.rowid);
+            INSERT OR REPLACE INTO vector_changes(user_id, memory_rowid) VALUES (new.user_id, new.rowid);
+        END;
+        """
+    )
+
+
 MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (
     m001_initial, m002_expiry_index, m003_restore_event, m004_tokens, m005_keyword_postings,
     m006_token_sessions_cleared, m007_analysis_degraded, m008_partitioned_vectors,
-    m009_scoped_expiry_index, m010_chunks_by_user, m011_posting_lengths,
+    m009_scoped_expiry_index, m010_chunks_by_user, m011_posting_lengths, m012_vector_changes,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

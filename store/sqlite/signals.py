@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import apsw
 import numpy as np
 
 from store.filters import Filter
@@ -13,6 +14,7 @@ from store.scope import Scope
 from store.sql import signals as shared
 from store.sql.keywords import query_terms
 
+from .held_vectors import HeldVectors
 from .keywords import BM25_SQL, USER_BM25_SQL, users_sql
 from .sql import DIALECT, Statements, vector_blob
 
@@ -21,7 +23,13 @@ KNN_LIMIT = 4096
 
 
 class SignalReads(shared.SignalReads, Statements):
-    """What retrieval reads to rank memories."""
+    """What retrieval reads to rank memories; a snapshot's KNN in a heavy user's scope is
+    answered from the vectors this process holds (``held``), a transaction's never: what it
+    has written may yet be rolled back."""
+
+    def __init__(self, conn: apsw.Connection, held: HeldVectors | None = None) -> None:
+        super().__init__(conn)
+        self.held = held
 
     def count_expired(self, scope: Scope, on: str) -> int:
         """Memories within the scope that expired before ``on``, found through the partial expiry
@@ -52,6 +60,10 @@ class SignalReads(shared.SignalReads, Statements):
         blob = vector_blob(embedding)
         limit = min(limit, KNN_LIMIT)
         expired = self.count_expired(scope, on) if on is not None else 0
+        if filters is None and self.held is not None:
+            nearest = self.held.nearest(self.conn, embedding, scope, limit + expired)
+            if nearest is not None:
+                return self._live_within(nearest, scope, on)[:limit]
         if filters is None and limit + expired <= KNN_LIMIT:
             where, params = DIALECT.scope_sql(scope)
             knn = f"SELECT memory_rowid, distance FROM memory_vectors WHERE embedding MATCH ? AND k = ? AND {where}"
@@ -71,6 +83,20 @@ class SignalReads(shared.SignalReads, Statements):
             "ORDER BY distance LIMIT ?",
             (blob, *params, *live_params, limit),
         ).fetchall()
+
+    def _live_within(self, found: list[tuple[int, float]], scope: Scope, on: str | None) -> list[tuple[int, float]]:
+        """``found`` without the memories that are not live within ``scope`` in this snapshot:
+        the expired ones, and none else while the held vectors follow the file."""
+        if not found:
+            return []
+        keys, keys_params = DIALECT.in_sql("m.rowid", [rowid for rowid, _ in found])
+        off = f"{DIALECT.index_off}m"  # found by rowid, not through the scope or expiry index
+        where, params = DIALECT.scope_sql(scope, off)
+        live, live_params = (f"NOT {DIALECT.expired_sql(off)}", [on]) if on is not None else ("TRUE", [])
+        kept = {rowid for (rowid,) in self.conn.execute(
+            f"SELECT m.rowid FROM memories m WHERE {keys} AND {where} AND {live}", (*keys_params, *params, *live_params)
+        )}
+        return [(rowid, distance) for rowid, distance in found if rowid in kept]
 
     def distances_for(self, embedding: np.ndarray, rowids: Sequence[int], scope: Scope) -> list[tuple[int, float]]:
         if not rowids:
