@@ -27,7 +27,7 @@ SEARCH_ORDER = (
     "prepare (NLP ∥ query embedding)",
     "query embedding",
     "lemmatize + entities",
-    "vector KNN",
+    "vector KNN ∥ keywords",
     "keywords (BM25)",
     "entity lookup",
     "fusion + assembly",

@@ -2,7 +2,7 @@
 
 The engine has no timing hook, so while a ``StageClock`` is active it replaces a few
 functions (``store.ranking.retrieval.entity_boosts``, the SQLite snapshot's signal reads such as
-``store.sqlite.signals.SignalReads.knn_memories``, …) and the model objects' methods with
+``store.sqlite.signals.SignalReads.first_signals``, …) and the model objects' methods with
 wrappers that add their wall time to a named stage, then puts the originals back. The
 engine's own code runs unchanged: stages are the real calls of one real ``Engine.search``
 / ``Engine.add_many``, and whatever is not inside a wrapped function (validation, fusion,
@@ -26,7 +26,7 @@ SEARCH_STAGES = {
     "prepare (NLP ∥ query embedding)": (retrieval, "prepare"),
     "query embedding": ("embedder", "embed_batch"),
     "lemmatize + entities": ("nlp", "analyze_query"),
-    "vector KNN": (SignalReads, "knn_memories"),
+    "vector KNN ∥ keywords": (SignalReads, "first_signals"),
     "keywords (BM25)": (SignalReads, "bm25_memories"),
     "entity lookup": (retrieval, "entity_boosts"),
     "union distances": (SignalReads, "distances_for"),
@@ -34,7 +34,9 @@ SEARCH_STAGES = {
 """Stage name → (object, attribute) timed during a search; ``"embedder"``/``"nlp"`` mean the engine's.
 
 ``prepare`` holds the query embedding and the NLP analysis, which run side by side (the
-query embeds on the engine's side thread): their own times overlap inside it."""
+query embeds on the engine's side thread): their own times overlap inside it. The vector KNN
+and the keyword read are one stage too (``first_signals``): for a user whose vectors the process
+holds, the keyword read runs beside the KNN."""
 
 ADD_STAGES = {
     "models": (Engine, "_analyse_and_embed"),
@@ -44,7 +46,7 @@ ADD_STAGES = {
 """Stages of a write: ``models`` holds embed and NLP, which overlap inside it; the remainder
 is SQL (hash look-ups, inserts, entity linking, history)."""
 
-PARALLEL_PARTS = ("query embedding", "lemmatize + entities", "embed", "NLP")
+PARALLEL_PARTS = ("query embedding", "lemmatize + entities", "keywords (BM25)", "embed", "NLP")
 """Stages that run inside another (``prepare``, ``models``) and overlap each other."""
 
 

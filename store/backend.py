@@ -276,6 +276,12 @@ class Snapshot(Protocol):
         others were filtered out."""
     def distances_for(self, embedding: np.ndarray, rowids: Sequence[int], scope: Scope) -> list[tuple[int, float]]:
         """Exact cosine distances for chosen memories."""
+    def first_signals(
+        self, embedding: np.ndarray, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None,
+        on: str | None,
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """``knn_memories`` and ``bm25_memories`` (none for no ``terms``), which a backend may read
+        side by side."""
     def bm25_memories(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:

@@ -155,12 +155,12 @@ def test_stage_clock_times_a_real_search_and_restores_the_engine(engine: Engine)
     engine.add("Ana is allergic to peanuts", user_id="ana")
     clock = StageClock()
     embed = engine.embedder.embed_batch
-    knn = SignalReads.knn_memories
+    knn = SignalReads.first_signals
     with clock.active(engine, SEARCH_STAGES):
         engine.search("peanut allergy", user_id="ana")
     parts = clock.reset()
-    assert {"query embedding", "lemmatize + entities", "vector KNN", "keywords (BM25)"} <= set(parts)
-    assert SignalReads.knn_memories is knn  # the very function, not a wrapper that copied its name
+    assert {"query embedding", "lemmatize + entities", "vector KNN ∥ keywords", "keywords (BM25)"} <= set(parts)
+    assert SignalReads.first_signals is knn  # the very function, not a wrapper that copied its name
     assert "embed_batch" not in vars(engine.embedder) and engine.embedder.embed_batch == embed
 
 

@@ -101,6 +101,30 @@ def test_a_heavy_users_knn_is_vec0s_in_every_scope_and_leaves_the_expired_out(
     assert list(today.values()) == ["Ann's coupon for the harbour restaurant"]  # no day asked: not expired
 
 
+def test_a_held_users_search_reads_its_keywords_beside_the_knn_and_ranks_as_with_vec0(
+    heavy: Engine, vec0: SQLiteBackend, config: Config, engine_factory: Callable[[Config], Engine]
+) -> None:
+    read = 0
+    asked = [*QUESTIONS, "Ann's cello quartet", "the lighthouse at dawn", "Ann's harbour boat"]
+    for question, vector in zip(asked, heavy.embedder.embed_batch(asked)):
+        terms = heavy.nlp.analyze_query(question, entities=False).lemmatized.split()
+        for scope in SCOPES:
+            with heavy.backend.snapshot() as held, vec0.snapshot() as scanned:
+                nearest, keywords = held.first_signals(vector, terms, scope, 8, None, LATER)
+                assert_same(nearest, scanned.knn_memories(vector, scope, 8, None, LATER))
+                assert keywords == scanned.bm25_memories(terms, scope, 8, None, LATER)
+                read += len(keywords)
+    assert read > 20
+    with engine_factory(config.replace("store", vector_memory_mb=0)) as plain:
+        for question in QUESTIONS:
+            for scope in ({"user_id": "ann"}, {"user_id": "ann", "agent_id": "aide"}):
+                found, expected = heavy.search(question, **scope), plain.search(question, **scope)
+                assert [hit.memory.id for hit in found] == [hit.memory.id for hit in expected]
+                assert [hit.score for hit in found] == pytest.approx([hit.score for hit in expected], abs=1e-5)
+        assert plain.backend.held_vectors.users() == {}
+    assert heavy.backend.held_vectors.users() == {"ann": 17}
+
+
 def test_held_vectors_follow_another_connections_adds_rewrites_and_deletes(
     heavy: Engine, vec0: SQLiteBackend, engine_factory: Callable[[Config], Engine], config: Config
 ) -> None:

@@ -150,11 +150,13 @@ def gather_signals(snapshot: Snapshot, prepared: PreparedQuery, request: SearchR
     keyword or entity share to the denominator."""
     limit = request.internal_limit
     scope, filters, on = request.scope, request.filters, request.live_on
-    distances = dict(snapshot.knn_memories(prepared.embedding, scope, limit, filters, on))
+    terms = prepared.terms if request.options.use_bm25 else []
+    nearest, found = snapshot.first_signals(prepared.embedding, terms, scope, limit, filters, on)
+    distances = dict(nearest)
     keywords: scoring.KeywordContext[int] = scoring.KeywordContext({}, {})
     hits: dict[int, float] = {}
     if request.options.use_bm25:
-        hits = dict(snapshot.bm25_memories(prepared.terms, scope, limit, filters, on))
+        hits = dict(found)
         keywords = keyword_context(snapshot, hits, request, len(prepared.terms))
     bm25_raw = keywords.raw
     # The reference pool ranks only vector candidates, so only their links are needed; the

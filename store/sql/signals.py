@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from store.backend import keys_around, neighbours
 from store.filters import Filter
 from store.scope import Scope
@@ -14,6 +16,13 @@ from .statements import Statements
 class SignalReads(Statements):
     """What retrieval reads around the signals: the keyword signal's choice of statement, the
     scope's size and a memory's neighbours."""
+
+    def first_signals(
+        self, embedding: np.ndarray, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None,
+        on: str | None,
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """``knn_memories``, then ``bm25_memories``."""
+        return self.knn_memories(embedding, scope, limit, filters, on), self.bm25_memories(terms, scope, limit, filters, on)
 
     def bm25_memories(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None

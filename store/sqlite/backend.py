@@ -68,6 +68,7 @@ class SQLiteBackend:
             conn.close()
         with self._lock:
             self._conn.close()
+        self.held_vectors.close()
 
     @contextlib.contextmanager
     def _reader(self) -> Iterator[apsw.Connection]:

@@ -21,7 +21,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import apsw
 import numpy as np
@@ -34,6 +37,8 @@ IDLE_SECONDS = 600.0
 """A held user not searched for this long gives its room up to a user that needs it."""
 RELOAD_SHARE = 0.25
 """Past this share of a user's memories changed at once, its vectors are read again whole."""
+
+T = TypeVar("T")
 
 
 def similarities(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -107,18 +112,27 @@ class UserVectors:
         query = np.asarray(embedding, dtype=np.float32)
         norm = float(np.linalg.norm(query))
         similarity = similarities(self.matrix, query / norm if norm else query)
-        within = self.rowids >= 0
-        for ids, value in ((self.agents, scope.agent_id), (self.runs, scope.run_id)):
-            if value:
-                within &= ids == self.codes.get(value, -1)
-        candidates = np.flatnonzero(within)
-        k = min(k, len(candidates))
+        if self.free or scope.agent_id or scope.run_id:
+            within = self.rowids >= 0
+            for ids, value in ((self.agents, scope.agent_id), (self.runs, scope.run_id)):
+                if value:
+                    within &= ids == self.codes.get(value, -1)
+            similarity[~within] = -np.inf
+            k = min(k, int(np.count_nonzero(within)))
+        k = min(k, len(similarity))
         if k == 0:
             return []
-        scores = similarity[candidates]
-        best = candidates[np.argpartition(-scores, k - 1)[:k]] if k < len(candidates) else candidates
+        best = np.argpartition(similarity, len(similarity) - k)[len(similarity) - k:]
         best = best[np.argsort(-similarity[best], kind="stable")]
         return [(int(self.rowids[slot]), float(1.0 - similarity[slot])) for slot in best]
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A user's held vectors as one snapshot brought them up to date (``HeldVectors.ready``)."""
+
+    vectors: UserVectors
+    seq: int
 
 
 class HeldVectors:
@@ -132,18 +146,17 @@ class HeldVectors:
         """Users whose vectors the file counted otherwise than their memories, at which ``seq``:
         not read again until something of theirs changes."""
         self._lock = threading.Lock()
+        self._beside = ThreadPoolExecutor(1, thread_name_prefix="trimem-beside-held")
 
     def users(self) -> dict[str, int]:
         """Each held user's count of vectors."""
         with self._lock:
             return {user: vectors.held for user, vectors in self._users.items()}
 
-    def nearest(
-        self, conn: apsw.Connection, embedding: np.ndarray, scope: Scope, k: int
-    ) -> list[tuple[int, float]] | None:
-        """The ``k`` nearest vectors of ``scope`` as the snapshot on ``conn`` sees them, or None
-        when this user is not held (too small, too large for the budget, or the snapshot is older
-        than its held vectors): then vec0 answers."""
+    def ready(self, conn: apsw.Connection, scope: Scope) -> Ready | None:
+        """The scope's user's vectors brought up to the snapshot on ``conn`` (read whole, or only
+        what changed since), or None when this user is not held: too small, too large for the
+        budget, or held as a newer snapshot saw it. Then vec0 answers."""
         user = scope.user_id
         if not user or self.budget <= 0:
             return None
@@ -157,11 +170,26 @@ class HeldVectors:
         (seq,) = conn.execute("SELECT coalesce(max(seq), 0) FROM vector_changes WHERE user_id = ?", (user,)).fetchone()
         with self._lock:
             vectors = self._current(conn, user, seq, count)
-            if vectors is None or vectors.dimension != len(embedding):
+            return None if vectors is None else Ready(vectors, seq)
+
+    def nearest(self, ready: Ready, embedding: np.ndarray, scope: Scope, k: int) -> list[tuple[int, float]] | None:
+        """``UserVectors.nearest`` as ``ready`` found them; None if another search has brought them
+        past that snapshot since (then vec0 answers)."""
+        with self._lock:
+            vectors = ready.vectors
+            if vectors.seq != ready.seq or vectors.dimension != len(embedding):
                 return None
             vectors.used_at = time.monotonic()
-            self._users.move_to_end(user)
+            self._users.move_to_end(scope.user_id)
             return vectors.nearest(embedding, scope, k)
+
+    def beside(self, read: Callable[..., T], *args: Any) -> Future[T]:
+        """``read(*args)`` on this process's thread for reads beside a held product: the keyword
+        read, on the snapshot's connection, while this thread computes."""
+        return self._beside.submit(read, *args)
+
+    def close(self) -> None:
+        self._beside.shutdown(wait=True)
 
     def _current(self, conn: apsw.Connection, user: str, seq: int, count: int) -> UserVectors | None:
         """The user's vectors as of ``seq``: held already, brought up to date, or loaded."""
