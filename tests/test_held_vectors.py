@@ -6,6 +6,7 @@ real memories make a heavy user."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -123,6 +124,36 @@ def test_a_held_users_search_reads_its_keywords_beside_the_knn_and_ranks_as_with
                 assert [hit.score for hit in found] == pytest.approx([hit.score for hit in expected], abs=1e-5)
         assert plain.backend.held_vectors.users() == {}
     assert heavy.backend.held_vectors.users() == {"ann": 17}
+
+
+def test_many_searches_at_once_while_the_user_is_written_give_what_one_at_a_time_gives(
+    heavy: Engine, vec0: SQLiteBackend
+) -> None:
+    """Sessions of one process search a held user from many threads while another thread adds to
+    it: no search fails (apsw refuses a connection used by two threads at once, and each held
+    search lends its connection to the keyword read), and afterwards every KNN is vec0's."""
+    errors: list[BaseException] = []
+    found: list[int] = []
+
+    def search(rounds: int) -> None:
+        try:
+            for _ in range(rounds):
+                for question in QUESTIONS:
+                    found.append(len(heavy.search(question, user_id="ann")))
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=search, args=(4,)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    added = [heavy.add(f"Ann noted errand number {n} for the harbour office", user_id="ann")[0].memory.id
+             for n in range(6)]
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(found) == 8 * 4 * len(QUESTIONS) and sum(found) > 0
+    assert_as_vec0(heavy, vec0, [*QUESTIONS, "errands at the harbour office"], SCOPES)
+    assert heavy.backend.held_vectors.users() == {"ann": 17 + len(added)}
 
 
 def test_held_vectors_follow_another_connections_adds_rewrites_and_deletes(

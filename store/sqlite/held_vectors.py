@@ -180,7 +180,8 @@ class HeldVectors:
             if vectors.seq != ready.seq or vectors.dimension != len(embedding):
                 return None
             vectors.used_at = time.monotonic()
-            self._users.move_to_end(scope.user_id)
+            if self._users.get(scope.user_id) is vectors:  # not read again, nor let go, meanwhile
+                self._users.move_to_end(scope.user_id)
             return vectors.nearest(embedding, scope, k)
 
     def beside(self, read: Callable[..., T], *args: Any) -> Future[T]:

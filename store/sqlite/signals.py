@@ -69,8 +69,10 @@ class SignalReads(shared.SignalReads, Statements):
             return self._scanned(embedding, scope, k, filters, on, expired), self.bm25_memories(
                 terms, scope, limit, filters, on)
         keywords = self.held.beside(self.bm25_memories, terms, scope, limit, filters, on) if terms else None
-        found = self.held.nearest(ready, embedding, scope, k + expired)
-        hits = keywords.result() if keywords else []
+        try:
+            found = self.held.nearest(ready, embedding, scope, k + expired)
+        finally:  # the connection is this thread's again only once the keyword read is done
+            hits = keywords.result() if keywords else []
         if found is None:
             return self._scanned(embedding, scope, k, filters, on, expired), hits
         return self._live_within(found, scope, on)[:k], hits
