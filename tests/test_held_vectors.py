@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from forkserver import ForkServer
 from sqlite_files import execute
+from test_keyword_user_scope import ANN as HARBOUR  # pytest puts tests/ on sys.path (prepend import mode)
+from test_keyword_user_scope import LATER
 
 from store import Config, Engine, MemoryInput
 from store.scope import Scope
@@ -22,15 +24,9 @@ from store.sqlite.backend import SQLiteBackend
 pytestmark = pytest.mark.only_on("sqlite")
 
 TODAY = dt.datetime.now(dt.UTC).date()
-LATER = (TODAY + dt.timedelta(days=30)).isoformat()
 HELD_FROM = 12
 ANN = [
-    "Ann booked a table at the harbour restaurant for Friday",
-    "Ann's harbour walk starts at the lighthouse",
-    "Ann ordered a new bicycle bell online",
-    "Ann and her brother fixed the harbour boat",
-    "The restaurant on the harbour closes in winter",
-    "Ann likes the lighthouse at dawn",
+    *HARBOUR,
     "Ann's sister moved to Lisbon last spring",
     "Ann plays the cello in a quartet on Thursdays",
     "Ann is allergic to peanuts",
