@@ -89,6 +89,13 @@ def test_a_heavy_users_knn_is_vec0s_in_every_scope_and_leaves_the_expired_out(
 ) -> None:
     assert_as_vec0(heavy, vec0, QUESTIONS, SCOPES)
     assert heavy.backend.held_vectors.users() == {"ann": 17}  # Bo, with two memories, stays with vec0
+    (walk,) = heavy.embedder.embed_batch(["harbour walk to the lighthouse"])
+    anns = [rowid for rowid, _ in knn(vec0, walk, Scope("ann"), 17, None)]
+    bos = [rowid for rowid, _ in knn(vec0, walk, Scope("bo"), 2, None)]
+    for rowids in (anns[::-1], anns[3:7], [anns[0], bos[0]]):  # Bo's memory is not held: vec0 answers
+        with heavy.backend.snapshot() as held, vec0.snapshot() as scanned:
+            assert_same(sorted(held.distances_for(walk, rowids, Scope("ann"))),
+                        sorted(scanned.distances_for(walk, rowids, Scope("ann"))))
     (coupon,) = heavy.embedder.embed_batch(["Ann's coupon for the harbour restaurant"])
     with heavy.backend.snapshot() as view:
         texts = view.texts_by_rowid([rowid for rowid, _ in knn(heavy.backend, coupon, Scope("ann"), 20)], Scope("ann"))

@@ -48,6 +48,11 @@ def similarities(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", matrix, query)
 
 
+def _unit(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else vector
+
+
 class UserVectors:
     """One user's unit vectors, a row each, with each row's memory and the codes of its agent
     and run; a free row has rowid -1. Changed only under ``HeldVectors``'s lock."""
@@ -84,9 +89,7 @@ class UserVectors:
             if not self.free:
                 self._grow()
             slot = self.slots[rowid] = self.free.pop()
-        vector = np.frombuffer(embedding, dtype=np.float32)
-        norm = float(np.linalg.norm(vector))
-        self.matrix[slot] = vector / norm if norm else vector
+        self.matrix[slot] = _unit(np.frombuffer(embedding, dtype=np.float32))
         self.rowids[slot] = rowid
         self.agents[slot], self.runs[slot] = self._code(agent_id), self._code(run_id)
 
@@ -106,12 +109,17 @@ class UserVectors:
         self.runs = np.concatenate([self.runs, np.zeros(new - old, dtype=np.int32)])
         self.free.extend(range(new - 1, old - 1, -1))
 
+    def distances(self, embedding: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
+        """(rowid, cosine distance) for each of ``rowids`` held here, in their order."""
+        found = [(rowid, slot) for rowid in rowids if (slot := self.slots.get(rowid)) is not None]
+        query = _unit(np.asarray(embedding, dtype=np.float32))
+        similarity = similarities(self.matrix[[slot for _, slot in found]], query)
+        return [(rowid, float(1.0 - value)) for (rowid, _), value in zip(found, similarity)]
+
     def nearest(self, embedding: np.ndarray, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The ``k`` rows of ``scope`` nearest to ``embedding``, nearest first, as (rowid, cosine
         distance)."""
-        query = np.asarray(embedding, dtype=np.float32)
-        norm = float(np.linalg.norm(query))
-        similarity = similarities(self.matrix, query / norm if norm else query)
+        similarity = similarities(self.matrix, _unit(np.asarray(embedding, dtype=np.float32)))
         if self.free or scope.agent_id or scope.run_id:
             within = self.rowids >= 0
             for ids, value in ((self.agents, scope.agent_id), (self.runs, scope.run_id)):
@@ -176,13 +184,26 @@ class HeldVectors:
         """``UserVectors.nearest`` as ``ready`` found them; None if another search has brought them
         past that snapshot since (then vec0 answers)."""
         with self._lock:
-            vectors = ready.vectors
-            if vectors.seq != ready.seq or vectors.dimension != len(embedding):
+            vectors = self._as_ready(ready, embedding)
+            if vectors is None:
                 return None
             vectors.used_at = time.monotonic()
             if self._users.get(scope.user_id) is vectors:  # not read again, nor let go, meanwhile
                 self._users.move_to_end(scope.user_id)
             return vectors.nearest(embedding, scope, k)
+
+    def distances(self, ready: Ready, embedding: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]] | None:
+        """``UserVectors.distances`` as ``ready`` found them, or None as for ``nearest``."""
+        with self._lock:
+            vectors = self._as_ready(ready, embedding)
+            return None if vectors is None else vectors.distances(embedding, rowids)
+
+    @staticmethod
+    def _as_ready(ready: Ready, embedding: np.ndarray) -> UserVectors | None:
+        """``ready``'s vectors if they are still as it found them (under the lock) and of the
+        query's dimension."""
+        vectors = ready.vectors
+        return vectors if vectors.seq == ready.seq and vectors.dimension == len(embedding) else None
 
     def beside(self, read: Callable[..., T], *args: Any) -> Future[T]:
         """``read(*args)`` on this process's thread for reads beside a held product: the keyword

@@ -14,7 +14,7 @@ from store.scope import Scope
 from store.sql import signals as shared
 from store.sql.keywords import query_terms
 
-from .held_vectors import HeldVectors
+from .held_vectors import HeldVectors, Ready
 from .keywords import BM25_SQL, USER_BM25_SQL, users_sql
 from .sql import DIALECT, Statements, vector_blob
 
@@ -30,6 +30,15 @@ class SignalReads(shared.SignalReads, Statements):
     def __init__(self, conn: apsw.Connection, held: HeldVectors | None = None) -> None:
         super().__init__(conn)
         self.held = held
+        self._readied: dict[str, Ready | None] = {}
+
+    def _ready(self, scope: Scope) -> Ready | None:
+        """The scope's user's held vectors as this snapshot sees them (asked once a snapshot)."""
+        if self.held is None:
+            return None
+        if scope.user_id not in self._readied:
+            self._readied[scope.user_id] = self.held.ready(self.conn, scope)
+        return self._readied[scope.user_id]
 
     def count_expired(self, scope: Scope, on: str) -> int:
         """Memories within the scope that expired before ``on``, found through the partial expiry
@@ -64,7 +73,7 @@ class SignalReads(shared.SignalReads, Statements):
         refuses. Otherwise vec0 answers, then the keyword read."""
         k = min(limit, KNN_LIMIT)
         expired = self.count_expired(scope, on) if on is not None else 0
-        ready = self.held.ready(self.conn, scope) if filters is None and self.held is not None else None
+        ready = self._ready(scope) if filters is None else None
         if ready is None:
             return self._scanned(embedding, scope, k, filters, on, expired), self.bm25_memories(
                 terms, scope, limit, filters, on)
@@ -121,8 +130,13 @@ class SignalReads(shared.SignalReads, Statements):
         return [(rowid, distance) for rowid, distance in found if rowid in kept]
 
     def distances_for(self, embedding: np.ndarray, rowids: Sequence[int], scope: Scope) -> list[tuple[int, float]]:
+        """From the held vectors where the user's are held (each vec0 row costs 18 µs), else from vec0."""
         if not rowids:
             return []
+        ready = self._ready(scope)
+        held = self.held.distances(ready, embedding, rowids) if ready is not None else None
+        if held is not None and len(held) == len(rowids):
+            return held
         # Driven from memories, vec0 gets one rowid lookup per memory; ``memory_rowid IN (…)``
         # on vec0 itself scans its chunks and takes about twice as long at 10,000 memories.
         keys, params = DIALECT.in_sql("m.rowid", rowids)
