@@ -133,8 +133,8 @@ def test_many_searches_at_once_while_the_user_is_written_give_what_one_at_a_time
     heavy: Engine, vec0: SQLiteBackend
 ) -> None:
     """Sessions of one process search a held user from many threads while another thread adds to
-    it: no search fails (apsw refuses a connection used by two threads at once, and each held
-    search lends its connection to the keyword read), and afterwards every KNN is vec0's."""
+    it, each held search reading its keywords on another thread (one for the process): no search
+    fails, and afterwards every KNN is vec0's."""
     errors: list[BaseException] = []
     found: list[int] = []
 

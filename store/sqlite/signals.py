@@ -69,8 +69,9 @@ class SignalReads(shared.SignalReads, Statements):
     ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """For a user whose vectors this process holds (``held_vectors``), the product runs on this
         thread while the keyword read runs on the connection on another (one scope of 100,000:
-        8 and 15 ms become 12 together); the two never use the connection at once, which apsw
-        refuses. Otherwise vec0 answers, then the keyword read."""
+        8 and 15 ms become 12 together). The product needs no connection: SQLite runs one
+        statement of a connection at a time, so any other read beside the keyword read would only
+        wait for it. Otherwise vec0 answers, then the keyword read."""
         k = min(limit, KNN_LIMIT)
         expired = self.count_expired(scope, on) if on is not None else 0
         ready = self._ready(scope) if filters is None else None
@@ -80,7 +81,7 @@ class SignalReads(shared.SignalReads, Statements):
         keywords = self.held.beside(self.bm25_memories, terms, scope, limit, filters, on) if terms else None
         try:
             found = self.held.nearest(ready, embedding, scope, k + expired)
-        finally:  # the connection is this thread's again only once the keyword read is done
+        finally:  # even when the product fails: the read must end before the snapshot's transaction
             hits = keywords.result() if keywords else []
         if found is None:
             return self._scanned(embedding, scope, k, filters, on, expired), hits
