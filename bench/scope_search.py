@@ -18,7 +18,7 @@ from bench.stages import ADD_STAGES, SEARCH_STAGES, StageClock
 from store import Engine
 from store.engine import MemoryInput
 from store.ranking import scoring
-from store.sqlite.held_vectors import similarities
+from store.sqlite.held_vectors import best_first, similarities
 
 SCOPE = "speed"
 TOP_K = 10
@@ -98,12 +98,9 @@ def stored_vectors(engine: Engine) -> np.ndarray:
 
 def exact_top_k(vectors: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
     """The rows of the ``k`` vectors nearest ``query`` (unit vectors: largest dot product), nearest
-    first: numpy's exact KNN by the engine's product of held vectors (``held_vectors.similarities``)
-    and ``argpartition``, the floor of a vector search."""
-    found = similarities(vectors, query)
-    k = min(k, len(vectors))
-    top = np.argpartition(-found, k - 1)[:k]
-    return top[np.argsort(-found[top])]
+    first: numpy's exact KNN as the engine takes it over held vectors (``held_vectors.similarities``
+    and ``best_first``), the floor of a vector search."""
+    return best_first(similarities(vectors, query), k)
 
 
 def measure_floors(engine: Engine, questions: Sequence[str], run: SearchRun) -> None:

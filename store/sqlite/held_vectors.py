@@ -48,6 +48,15 @@ def similarities(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", matrix, query)
 
 
+def best_first(similarity: np.ndarray, k: int) -> np.ndarray:
+    """The places of the ``k`` largest of ``similarity`` (at most all of them), largest first."""
+    k = min(k, len(similarity))
+    if k <= 0:
+        return np.zeros(0, dtype=np.intp)
+    best = np.argpartition(similarity, len(similarity) - k)[len(similarity) - k:]
+    return best[np.argsort(-similarity[best], kind="stable")]
+
+
 def _unit(vector: np.ndarray) -> np.ndarray:
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
@@ -127,12 +136,7 @@ class UserVectors:
                     within &= ids == self.codes.get(value, -1)
             similarity[~within] = -np.inf
             k = min(k, int(np.count_nonzero(within)))
-        k = min(k, len(similarity))
-        if k == 0:
-            return []
-        best = np.argpartition(similarity, len(similarity) - k)[len(similarity) - k:]
-        best = best[np.argsort(-similarity[best], kind="stable")]
-        return [(int(self.rowids[slot]), float(1.0 - similarity[slot])) for slot in best]
+        return [(int(self.rowids[slot]), float(1.0 - similarity[slot])) for slot in best_first(similarity, k)]
 
 
 @dataclass(frozen=True)
@@ -161,15 +165,10 @@ class HeldVectors:
         with self._lock:
             return {user: vectors.held for user, vectors in self._users.items()}
 
-    def ready(self, conn: apsw.Connection, scope: Scope) -> Ready | None:
-        """The scope's user's vectors brought up to the snapshot on ``conn`` (read whole, or only
-        what changed since), or None when this user is not held: too small, too large for the
-        budget, or held as a newer snapshot saw it. Then vec0 answers."""
-        user = scope.user_id
-        if not user or self.budget <= 0:
-            return None
-        row = conn.execute("SELECT memories FROM keyword_users WHERE user_id = ?", (user,)).fetchone()
-        count = row[0] if row else 0
+    def ready(self, conn: apsw.Connection, user: str, count: int) -> Ready | None:
+        """The vectors of ``user``, who has ``count`` memories, brought up to the snapshot on
+        ``conn`` (read whole, or only what changed since), or None when this user is not held: too
+        small, too large for the budget, or held as a newer snapshot saw it. Then vec0 answers."""
         if count < HELD_FROM:
             if user in self._users:
                 with self._lock:

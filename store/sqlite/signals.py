@@ -34,11 +34,12 @@ class SignalReads(shared.SignalReads, Statements):
 
     def _ready(self, scope: Scope) -> Ready | None:
         """The scope's user's held vectors as this snapshot sees them (asked once a snapshot)."""
-        if self.held is None:
+        user = scope.user_id
+        if self.held is None or not user or self.held.budget <= 0:
             return None
-        if scope.user_id not in self._readied:
-            self._readied[scope.user_id] = self.held.ready(self.conn, scope)
-        return self._readied[scope.user_id]
+        if user not in self._readied:
+            self._readied[user] = self.held.ready(self.conn, user, self.scope_count(Scope(user)))
+        return self._readied[user]
 
     def count_expired(self, scope: Scope, on: str) -> int:
         """Memories within the scope that expired before ``on``, found through the partial expiry
