@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 
 import pytest
 
 from store import Config, Engine, MemoryInput
 from store.scope import Scope
-from store.sql.keywords import term_frequencies
+from store.sql.keywords import best_by_postings, term_frequencies
 
 LATER = (dt.datetime.now(dt.UTC).date() + dt.timedelta(days=30)).isoformat()
 """A day the reads are asked about, after a memory that expires today is hidden."""
@@ -24,6 +25,20 @@ ANN = [
     "Ann likes the lighthouse at dawn",
 ]
 QUESTIONS = ["harbour restaurant", "lighthouse walk", "bicycle", "boat harbour brother", "winter"]
+
+
+def test_postings_scored_in_the_process_follow_the_rule_and_break_ties_by_memory() -> None:
+    """Ten memories of three terms each: every posting's length is the average, so each scores
+    its term's idf (times the query's repetitions of the term); the limit cuts between two equal
+    scores, and the lower memory stays."""
+    postings = [("walk", [3, 1], [1, 1], [3, 3]), ("lighthouse", [2], [1], [3])]
+    walk, lighthouse = math.log((10 - 2 + 0.5) / 2.5), math.log((10 - 1 + 0.5) / 1.5)
+    for query, given, limit, expected in [(["walk", "lighthouse"], postings, 2, [(2, lighthouse), (1, walk)]),
+                                          (["walk", "walk"], postings[:1], 5, [(1, 2 * walk), (3, 2 * walk)])]:
+        best = best_by_postings(query, given, 10, 30, limit)
+        assert [rowid for rowid, _ in best] == [rowid for rowid, _ in expected]
+        assert [score for _, score in best] == pytest.approx([score for _, score in expected], rel=1e-12)
+    assert best_by_postings(["walk"], [], 10, 30, 5) == [] and best_by_postings(["walk"], postings, 10, 30, 0) == []
 
 
 def terms_of(engine: Engine, question: str) -> list[str]:

@@ -26,6 +26,7 @@ from mcp_server.cli import cli
 from store import Config, Engine, MemoryInput, load_config
 from store.backend import Unsupported
 from store.errors import TrimemError
+from store.postgres.keywords import USER_POSTINGS_SQL
 from store.postgres.schema import SCHEMA_VERSION
 
 
@@ -186,6 +187,39 @@ def test_hnsw_graphs_are_built_with_a_candidate_list_of_128_new_or_upgraded(post
     with engine_factory(postgres) as engine:
         assert engine.search("Where did Ana kayak?", user_id="ana", top_k=1)[0].memory.text.startswith("Ana kayaked")
     assert options() == {name: ["ef_construction=128"] for name in indexes}
+
+
+def test_a_users_postings_are_read_from_the_keyword_key_alone_new_or_upgraded(postgres: Config, engine_factory) -> None:
+    """Migration 9: the postings' primary key carries each posting's frequency and length, on a new
+    database and on one upgraded from before, so the keyword read of a user's whole scope is an
+    index-only scan of it, and finds what it found before."""
+    url = postgres.store.database_url
+
+    def key() -> str:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return conn.execute("SELECT pg_get_indexdef('memory_terms_pkey'::regclass)").fetchone()[0]
+
+    with engine_factory(postgres) as engine:
+        engine.add_many([MemoryInput("Ana kayaked the Douro gorge in May."), MemoryInput("Ana's sister Rita lives in Porto.")],
+                        user_id="ana")
+        before = engine.search("Where did Ana go kayaking?", user_id="ana", top_k=2)
+    assert key().endswith("(user_id, term, memory_rowid) INCLUDE (frequency, length)")
+    with psycopg.connect(url, autocommit=True) as conn:  # the key as it was before migration 9
+        conn.execute("ALTER TABLE memory_terms DROP CONSTRAINT memory_terms_pkey, "
+                     "ADD PRIMARY KEY (user_id, term, memory_rowid)")
+        conn.execute("UPDATE schema_version SET version = 8")
+    assert "INCLUDE" not in key()
+    with engine_factory(postgres) as engine:
+        after = engine.search("Where did Ana go kayaking?", user_id="ana", top_k=2)
+    assert key().endswith("INCLUDE (frequency, length)")
+    assert [(hit.memory.id, hit.score) for hit in after] == [(hit.memory.id, hit.score) for hit in before]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM memory_terms")
+        conn.execute("SET enable_seqscan = off")  # two rows: without it the planner reads the table whole
+        plan = "\n".join(row[0] for row in conn.execute(
+            "EXPLAIN " + USER_POSTINGS_SQL.format(expired="FALSE", corpus="c.user_id = %s", postings="p.user_id = %s"),
+            ("ana", "ana", ["douro", "kayak"])))
+    assert "Index Only Scan using memory_terms_pkey" in plan
 
 
 def test_a_scope_past_the_exact_scan_is_searched_through_the_hnsw_indexes_with_the_same_answer(

@@ -192,7 +192,7 @@ def posting_lengths_sql() -> str:
 def m006_posting_lengths(conn: psycopg.Connection, dimension: int) -> None:
     """SQLite's ``m011_posting_lengths``: each keyword posting carries its memory's length in
     terms, so a search in a user's whole scope scores the postings of its terms without reading
-    their memories (``store.postgres.keywords.USER_BM25_SQL``). The column keeps no default: a
+    their memories (``store.postgres.keywords.USER_POSTINGS_SQL``). The column keeps no default: a
     server of an earlier trimem still running on the database posts without a length, and its
     write is refused (nothing of it kept) rather than stored with a wrong one."""
     conn.execute(posting_lengths_sql())
@@ -233,9 +233,26 @@ def m008_denser_graphs(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute(denser_graphs_sql())
 
 
+def postings_covered_sql() -> str:
+    """The ninth migration's SQL (``docs/schema.md`` shows it)."""
+    return textwrap.dedent("""
+        ALTER TABLE memory_terms DROP CONSTRAINT memory_terms_pkey,
+            ADD PRIMARY KEY (user_id, term, memory_rowid) INCLUDE (frequency, length);
+    """).strip()
+
+
+def m009_postings_covered(conn: psycopg.Connection, dimension: int) -> None:
+    """The keyword index's primary key carries each posting's frequency and length, so the
+    postings of a user's terms are read from the index alone (an index-only scan), not from the
+    table's pages: the 44,000 postings of four common terms in one scope of 100,000 chat turns
+    took 56 ms through the table, 9 from the index (``store.postgres.keywords.USER_POSTINGS_SQL``).
+    The key is rebuilt under the migration's lock, about 2 s per million postings."""
+    conn.execute(postings_covered_sql())
+
+
 MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (
     m001_initial, m002_tokens, m003_token_sessions_cleared, m004_analysis_degraded, m005_keyword_index,
-    m006_posting_lengths, m007_vectors_inline, m008_denser_graphs,
+    m006_posting_lengths, m007_vectors_inline, m008_denser_graphs, m009_postings_covered,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -11,9 +11,9 @@ import numpy as np
 from store.filters import Filter
 from store.scope import Scope
 from store.sql import signals as shared
-from store.sql.keywords import query_terms
+from store.sql.keywords import best_by_postings, query_terms
 
-from .keywords import BM25_SQL, USER_BM25_SQL
+from .keywords import BM25_SQL, USER_POSTINGS_SQL
 from .sql import DIALECT, Statements, user_sql, vector
 
 EXACT_SCAN_ROWS = 10_000
@@ -101,16 +101,29 @@ class SignalReads(shared.SignalReads, Statements):
         ))
 
     def user_bm25(self, terms: Sequence[str], user_id: str, limit: int, on: str | None) -> list[tuple[int, float, bool]]:
+        """Scored in the process from the user's postings (``USER_POSTINGS_SQL``). Which of the
+        best are live is read only when some memory of the user has expired."""
         scope = Scope(user_id)
         corpus, corpus_params = user_sql(scope, "c")
         postings, postings_params = user_sql(scope, "p")
+        user, user_params = user_sql(scope, "e")
+        expired, expired_params = (f"{user} AND {DIALECT.expired_sql('e')}", [*user_params, on]) if on else ("FALSE", [])
+        folded = query_terms(terms)
+        read = self.conn.execute(
+            USER_POSTINGS_SQL.format(expired=expired, corpus=corpus, postings=postings),
+            (*expired_params, *corpus_params, *postings_params, folded), binary=True,
+        ).fetchall()
+        ((documents, tokens, any_expired),) = [(row[1], row[2], row[6]) for row in read if row[0] is None]
+        self._user_memories[user_id] = int(documents)
+        best = best_by_postings(folded, [row[:1] + row[3:6] for row in read if row[0] is not None],
+                                documents, tokens, limit)
+        if not any_expired or not best:
+            return [(rowid, score, True) for rowid, score in best]
         user, user_params = user_sql(scope, "m")
         live, live_params = DIALECT.live_sql(None, on)
-        sql = USER_BM25_SQL.format(corpus=corpus, postings=postings, user=user, live=live)
-        folded = query_terms(terms)
-        return self._counted(user_id, self.rows(
-            sql, (folded, *corpus_params, *postings_params, folded, limit, *user_params, *live_params)
-        ))
+        alive = {row[0] for row in self.rows(f"SELECT m.rowid FROM memories m WHERE {user} AND m.rowid = ANY(%s) "
+                                             f"AND ({live})", (*user_params, [rowid for rowid, _ in best], *live_params))}
+        return [(rowid, score, rowid in alive) for rowid, score in best]
 
     def _counted(self, user_id: str, found: list[tuple]) -> list[tuple]:
         """A keyword read's rows without their last column, the user's N, which is remembered

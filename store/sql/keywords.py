@@ -20,13 +20,16 @@ query meet, and scores stay those FTS5 gives one user's memories. The two agree 
 letter of Latin, Greek and Cyrillic; letters Unicode added after FTS5's tables (Georgian
 capitals, say) are lower-cased here and not there.
 
-Pure functions on strings: no I/O, no database module.
+Pure functions on strings and arrays: no I/O, no database module.
 """
 
 from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
 
 K1 = 1.2
 B = 0.75
@@ -74,3 +77,30 @@ def term_score_sql(weight: str, frequency: str, length: str, average_length: str
         f"{weight} * {frequency} * {K1 + 1} "
         f"/ ({frequency} + {K1} * ({1 - B} + {B} * {length} / {average_length}))"
     )
+
+
+def best_by_postings(
+    terms: Sequence[str], postings: Iterable[tuple[str, Sequence[int], Sequence[int], Sequence[int]]],
+    documents: float, tokens: float, limit: int,
+) -> list[tuple[int, float]]:
+    """The ``limit`` best memories by the rule above, scored in the process from the postings of
+    the query's folded ``terms``: each term with its memories, their frequencies of it and their
+    lengths in terms; ``documents`` and ``tokens`` are the user's N and total length. Best first,
+    a tie by memory, as the SQL of both backends orders them."""
+    repeats = Counter(terms)
+    memories, scores = [], []
+    for term, rowids, frequencies, lengths in postings:
+        containing = len(rowids)
+        weight = repeats[term] * max(np.log((documents - containing + 0.5) / (containing + 0.5)), MIN_IDF)
+        frequency, length = np.asarray(frequencies, dtype=np.float64), np.asarray(lengths, dtype=np.float64)
+        memories.append(np.asarray(rowids, dtype=np.int64))
+        scores.append(weight * frequency * (K1 + 1) / (frequency + K1 * (1 - B + B * length / (tokens / documents))))
+    if not memories or limit <= 0:
+        return []
+    scored, each = np.unique(np.concatenate(memories), return_inverse=True)
+    totals = np.bincount(each, weights=np.concatenate(scores))
+    kept = np.arange(len(totals))
+    if len(totals) > limit:  # those scoring at least the limit-th score, ties included, ordered
+        kept = np.flatnonzero(totals >= -np.partition(-totals, limit - 1)[limit - 1])
+    best = kept[np.lexsort((scored[kept], -totals[kept]))][:limit]
+    return list(zip(scored[best].tolist(), totals[best].tolist()))
