@@ -52,7 +52,7 @@ user's N. Its parameters after ``KEYWORD_WEIGHTS_SQL``'s: those of ``{scope}`` a
 
 USER_POSTINGS_SQL = """
 SELECT NULL, count(*)::float8, greatest(coalesce(sum(c.terms), 0), 1)::float8, NULL::bigint[], NULL::int[], NULL::int[],
-    EXISTS (SELECT 1 FROM memories e WHERE {expired})
+    {expired}
 FROM memories c WHERE {corpus}
 UNION ALL
 SELECT p.term, NULL, NULL, array_agg(p.memory_rowid), array_agg(p.frequency), array_agg(p.length), NULL
@@ -60,7 +60,8 @@ FROM memory_terms p WHERE {postings} AND p.term = ANY(%s::text[]) GROUP BY p.ter
 """
 """What the keyword signal over a user's whole scope reads, to score in the process
 (``store.sql.keywords.best_by_postings``): one row (its term NULL) with the user's N, total
-length and whether any of its memories has expired (``{expired}``, on ``e``), then one row for
+length and whether any of its memories has expired (``{expired}``: ``EXPIRED_SQL``, or FALSE when
+no day is asked about), then one row for
 each of the query's terms the user wrote, with its postings as arrays of memories, frequencies
 and lengths. Its parameters: those of ``{expired}``, of ``{corpus}`` (the user, on ``c``), of
 ``{postings}`` (the same, on ``p``), and the query terms. The reads are index-only scans
@@ -68,3 +69,7 @@ and lengths. Its parameters: those of ``{expired}``, of ``{corpus}`` (the user, 
 length since migration 9) and a probe of the expiry index. Summing PostgreSQL's rows per memory
 took 60 ms for one scope of 100,000 chat turns, whose common terms have tens of thousands of
 postings; this read and the sum in numpy take under 20."""
+
+EXPIRED_SQL = "EXISTS (SELECT 1 FROM memories e WHERE {user} AND {expired})"
+"""Whether a memory of the user (``{user}``, on ``e``) has expired (``{expired}``), read through the
+index of dated memories (``memories_expiration``)."""

@@ -11,9 +11,10 @@ import numpy as np
 from store.filters import Filter
 from store.scope import Scope
 from store.sql import signals as shared
-from store.sql.keywords import best_by_postings, query_terms
+from store.sql.keywords import query_terms
+from store.sql.signals import UserPostings
 
-from .keywords import BM25_SQL, USER_POSTINGS_SQL
+from .keywords import BM25_SQL, EXPIRED_SQL, USER_POSTINGS_SQL
 from .sql import DIALECT, Statements, user_sql, vector
 
 EXACT_SCAN_ROWS = 10_000
@@ -100,30 +101,22 @@ class SignalReads(shared.SignalReads, Statements):
             sql, (folded, *corpus_params, *postings_params, folded, *params, *live_params, limit)
         ))
 
-    def user_bm25(self, terms: Sequence[str], user_id: str, limit: int, on: str | None) -> list[tuple[int, float, bool]]:
-        """Scored in the process from the user's postings (``USER_POSTINGS_SQL``). Which of the
-        best are live is read only when some memory of the user has expired."""
+    def user_postings(self, terms: Sequence[str], user_id: str, on: str | None) -> UserPostings:
+        """``USER_POSTINGS_SQL``, its arrays in binary; the user's N is remembered for ``scope_count``."""
         scope = Scope(user_id)
         corpus, corpus_params = user_sql(scope, "c")
         postings, postings_params = user_sql(scope, "p")
-        user, user_params = user_sql(scope, "e")
-        expired, expired_params = (f"{user} AND {DIALECT.expired_sql('e')}", [*user_params, on]) if on else ("FALSE", [])
-        folded = query_terms(terms)
+        expired, expired_params = "FALSE", []
+        if on:
+            user, user_params = user_sql(scope, "e")
+            expired, expired_params = EXPIRED_SQL.format(user=user, expired=DIALECT.expired_sql("e")), [*user_params, on]
         read = self.conn.execute(
             USER_POSTINGS_SQL.format(expired=expired, corpus=corpus, postings=postings),
-            (*expired_params, *corpus_params, *postings_params, folded), binary=True,
+            (*expired_params, *corpus_params, *postings_params, list(terms)), binary=True,
         ).fetchall()
         ((documents, tokens, any_expired),) = [(row[1], row[2], row[6]) for row in read if row[0] is None]
         self._user_memories[user_id] = int(documents)
-        best = best_by_postings(folded, [row[:1] + row[3:6] for row in read if row[0] is not None],
-                                documents, tokens, limit)
-        if not any_expired or not best:
-            return [(rowid, score, True) for rowid, score in best]
-        user, user_params = user_sql(scope, "m")
-        live, live_params = DIALECT.live_sql(None, on)
-        alive = {row[0] for row in self.rows(f"SELECT m.rowid FROM memories m WHERE {user} AND m.rowid = ANY(%s) "
-                                             f"AND ({live})", (*user_params, [rowid for rowid, _ in best], *live_params))}
-        return [(rowid, score, rowid in alive) for rowid, score in best]
+        return UserPostings(documents, tokens, any_expired, [row[:1] + row[3:6] for row in read if row[0] is not None])
 
     def _counted(self, user_id: str, found: list[tuple]) -> list[tuple]:
         """A keyword read's rows without their last column, the user's N, which is remembered

@@ -55,22 +55,24 @@ from the few query terms into the user's postings of each (the primary key's ran
 each posting's memory by key; left to itself the planner may walk the scope's memories through
 their scope index instead."""
 
-USER_BM25_SQL = KEYWORD_WEIGHTS_SQL + f""", scored(rowid, score) AS MATERIALIZED (
-    SELECT p.memory_rowid, sum({SCORE_SQL}) AS score
-    FROM weights w CROSS JOIN corpus c CROSS JOIN memory_terms p
-    WHERE p.term = w.term AND {{postings}}
-    GROUP BY p.memory_rowid
-    ORDER BY score DESC, p.memory_rowid
-    LIMIT ?
-)
-SELECT s.rowid, s.score, EXISTS (SELECT 1 FROM memories m WHERE m.rowid = s.rowid AND ({{live}}))
-FROM scored s ORDER BY s.score DESC, s.rowid
+USER_POSTINGS_SQL = """
+SELECT NULL, total(u.memories), max(total(u.terms), 1.0), NULL, NULL, NULL, {expired}
+FROM keyword_users u WHERE {users}
+UNION ALL
+SELECT p.term, NULL, NULL, json_group_array(p.memory_rowid), json_group_array(p.frequency),
+    json_group_array(p.length), NULL
+FROM memory_terms p WHERE {postings} AND p.term IN (SELECT value FROM json_each(?)) GROUP BY p.term
 """
-"""The keyword signal over a user's whole scope, from the postings alone: the user's best
-memories, each with whether it passes ``{live}`` (on ``m``), which alone
-is checked against its row (``store.sql.signals.SignalReads.bm25_memories`` says when that
-top is the answer). Its parameters after ``KEYWORD_WEIGHTS_SQL``'s: those of ``{postings}``
-again, the limit, and those of ``{live}``."""
+"""What the keyword signal over a user's whole scope reads, to score in the process
+(``store.sql.keywords.best_by_postings``): one row (its term NULL) with the user's N and total
+length and whether any of its memories has expired (``{expired}``, ``EXPIRED_SQL`` or 0 when no
+day is asked about), then one row for each of the query's terms the user wrote, with its postings as
+JSON arrays of memories, frequencies and lengths. Its parameters: those of ``{expired}``, of
+``{users}`` (on ``u``), of ``{postings}`` (on ``p``), and the query terms (a JSON array)."""
+
+EXPIRED_SQL = "EXISTS (SELECT 1 FROM memories e INDEXED BY memories_expiration WHERE {user} AND {expired})"
+"""Whether a memory of the user (``{user}``, on ``e``) has expired (``{expired}``), read through its
+dated memories only."""
 
 POST_SQL = (
     "INSERT INTO memory_terms(user_id, term, memory_rowid, frequency, length) "

@@ -309,7 +309,7 @@ def m010_chunks_by_user(conn: apsw.Connection, dimension: int) -> None:
 def m011_posting_lengths(conn: apsw.Connection, dimension: int) -> None:
     """Each keyword posting carries its memory's length in terms, so a search in a user's whole
     scope scores the postings of its terms without reading their memories
-    (``store.sqlite.keywords.USER_BM25_SQL``). A process of an earlier trimem still open on the
+    (``store.sqlite.keywords.USER_POSTINGS_SQL``). A process of an earlier trimem still open on the
     file posts without a length (0, the column's default); the trigger gives such a posting its
     memory's length, which that process stored first."""
     conn.execute(

@@ -13,9 +13,10 @@ from store.filters import Filter
 from store.scope import Scope
 from store.sql import signals as shared
 from store.sql.keywords import query_terms
+from store.sql.signals import UserPostings
 
 from .held_vectors import HeldVectors, Ready
-from .keywords import BM25_SQL, USER_BM25_SQL, users_sql
+from .keywords import BM25_SQL, EXPIRED_SQL, USER_POSTINGS_SQL, users_sql
 from .sql import DIALECT, Statements, vector_blob
 
 KNN_LIMIT = 4096
@@ -160,12 +161,18 @@ class SignalReads(shared.SignalReads, Statements):
         return self.rows(sql, (self._folded(terms), *user_params, *user_params, *user_params, *params,
                                *live_params, limit))
 
-    def user_bm25(self, terms: Sequence[str], user_id: str, limit: int, on: str | None) -> list[tuple[int, float, bool]]:
+    def user_postings(self, terms: Sequence[str], user_id: str, on: str | None) -> UserPostings:
+        """``USER_POSTINGS_SQL``: the user's statistics from ``keyword_users``, its postings as JSON arrays."""
         users, postings, user_params = users_sql(user_id)
-        live, live_params = DIALECT.live_sql(None, on)
-        sql = USER_BM25_SQL.format(users=users, postings=postings, live=live)
-        rows = self.rows(sql, (self._folded(terms), *user_params, *user_params, *user_params, limit, *live_params))
-        return [(rowid, score, bool(live)) for rowid, score, live in rows]
+        expired, expired_params = "0", []
+        if on:
+            user, params = DIALECT.scope_sql(Scope(user_id), "e")
+            expired, expired_params = EXPIRED_SQL.format(user=user, expired=DIALECT.expired_sql("e")), [*params, on]
+        read = self.rows(USER_POSTINGS_SQL.format(expired=expired, users=users, postings=postings),
+                         (*expired_params, *user_params, *user_params, json.dumps(list(terms), ensure_ascii=False)))
+        ((documents, tokens, any_expired),) = [(row[1], row[2], row[6]) for row in read if row[0] is None]
+        return UserPostings(documents, tokens, bool(any_expired),
+                            [(row[0], *(json.loads(column) for column in row[3:6])) for row in read if row[0] is not None])
 
     @staticmethod
     def _folded(terms: Sequence[str]) -> str:
