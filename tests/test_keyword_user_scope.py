@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import math
 
+import numpy as np
 import pytest
 
 from store import Config, Engine, MemoryInput
@@ -39,6 +40,29 @@ def test_postings_scored_in_the_process_follow_the_rule_and_break_ties_by_memory
         assert [rowid for rowid, _ in best] == [rowid for rowid, _ in expected]
         assert [score for _, score in best] == pytest.approx([score for _, score in expected], rel=1e-12)
     assert best_by_postings(["walk"], [], 10, 30, 5) == [] and best_by_postings(["walk"], postings, 10, 30, 0) == []
+
+
+def test_postings_are_summed_alike_whether_their_keys_are_dense_or_spread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A heavy user's keys index a counting array, a light user's are sorted: both give the sum
+    a plain loop gives, in the same order."""
+    rng = np.random.default_rng(7)
+    postings = []
+    for term, count in [("walk", 300), ("lighthouse", 120), ("harbour", 40)]:
+        rowids = np.sort(rng.choice(400, count, replace=False))
+        postings.append((term, rowids, rng.integers(1, 3, count), rng.integers(3, 6, count)))
+    query = ["walk", "lighthouse", "harbour", "harbour"]
+    expected: dict[int, float] = {}
+    for term, rowids, frequencies, lengths in postings:
+        weight = query.count(term) * max(math.log((500 - len(rowids) + 0.5) / (len(rowids) + 0.5)), 1e-6)
+        for rowid, frequency, length in zip(rowids.tolist(), frequencies.tolist(), lengths.tolist()):
+            share = weight * frequency * 2.2 / (frequency + 1.2 * (0.25 + 0.75 * length / 4.0))
+            expected[rowid] = expected.get(rowid, 0.0) + share
+    best = sorted(expected.items(), key=lambda item: (-item[1], item[0]))[:25]
+    for span in (8, -1):  # dense (400 keys for 460 postings), then always sorted
+        monkeypatch.setattr("store.sql.keywords.DENSE_SPAN", span)
+        found = best_by_postings(query, postings, 500, 2000, 25)
+        assert [rowid for rowid, _ in found] == [rowid for rowid, _ in best]
+        assert [score for _, score in found] == pytest.approx([score for _, score in best], rel=1e-12)
 
 
 def terms_of(engine: Engine, question: str) -> list[str]:

@@ -222,6 +222,52 @@ def test_a_users_postings_are_read_from_the_keyword_key_alone_new_or_upgraded(po
     assert "Index Only Scan using memory_terms_pkey" in plan
 
 
+def test_an_entitys_links_are_counted_from_their_index_alone_new_or_upgraded(
+    postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 10: the index of links by entity carries the user too, on a new database and on
+    one upgraded from before, so a search counts a matched entity's links with an index-only scan
+    of it; the search finds what it found before."""
+    url = postgres.store.database_url
+    question = "What did Ana do in the Douro?"
+
+    def index() -> str:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return conn.execute("SELECT pg_get_indexdef('memory_entities_entity'::regclass)").fetchone()[0]
+
+    with engine_factory(postgres) as engine:
+        engine.add_many([MemoryInput("Ana kayaked the Douro gorge in May."), MemoryInput("Ana's sister Rita lives in Porto.")],
+                        user_id="ana")
+        before = engine.search(question, user_id="ana", top_k=2)
+    assert index().endswith("(entity_id, user_id)")
+    with psycopg.connect(url, autocommit=True) as conn:  # the index as it was before migration 10
+        conn.execute("DROP INDEX memory_entities_entity")
+        conn.execute("CREATE INDEX memory_entities_entity ON memory_entities (entity_id)")
+        conn.execute("UPDATE schema_version SET version = 9")
+    with engine_factory(postgres) as engine:
+        counted: list[tuple[str, tuple]] = []
+        execute = psycopg.Connection.execute
+
+        def recorded(conn, query, params=None, *args, **kwargs):
+            if "GROUP BY entity_id" in str(query):
+                counted.append((str(query), params))
+            return execute(conn, query, params, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "execute", recorded)
+        after = engine.search(question, user_id="ana", top_k=2)
+        monkeypatch.undo()
+    assert index().endswith("(entity_id, user_id)")
+    assert [(hit.memory.id, hit.score) for hit in after] == [(hit.memory.id, hit.score) for hit in before]
+    assert counted
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM memory_entities")
+        conn.execute("SET enable_seqscan = off")  # a few rows: without it the planner reads the table whole
+        conn.execute("SET enable_bitmapscan = off")
+        for statement, params in counted:
+            plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + statement, params))
+            assert "Index Only Scan using memory_entities_entity" in plan
+
+
 def test_a_scope_past_the_exact_scan_is_searched_through_the_hnsw_indexes_with_the_same_answer(
     postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -250,9 +250,27 @@ def m009_postings_covered(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute(postings_covered_sql())
 
 
+def links_counted_sql() -> str:
+    """The tenth migration's SQL (``docs/schema.md`` shows it)."""
+    return textwrap.dedent("""
+        DROP INDEX memory_entities_entity;
+        CREATE INDEX memory_entities_entity ON memory_entities (entity_id, user_id);
+    """).strip()
+
+
+def m010_links_counted(conn: psycopg.Connection, dimension: int) -> None:
+    """An entity's links within its user are counted from the index alone (an index-only scan)
+    instead of through the table's pages: the entity signal weighs each matched entity by its
+    count of links, and the two most linked names of one scope of 100,000 chat turns have 52,452
+    links, counted in 10-11 ms through the table and 3 from this index. It still leads with the
+    entity, as the index it replaces did, so a read without a user (an agent's or a run's scope)
+    and the cascade from a deleted entity find their links the same way."""
+    conn.execute(links_counted_sql())
+
+
 MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (
     m001_initial, m002_tokens, m003_token_sessions_cleared, m004_analysis_degraded, m005_keyword_index,
-    m006_posting_lengths, m007_vectors_inline, m008_denser_graphs, m009_postings_covered,
+    m006_posting_lengths, m007_vectors_inline, m008_denser_graphs, m009_postings_covered, m010_links_counted,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -102,7 +102,7 @@ class SignalReads(shared.SignalReads, Statements):
         ))
 
     def user_postings(self, terms: Sequence[str], user_id: str, on: str | None) -> UserPostings:
-        """``USER_POSTINGS_SQL``, its arrays in binary; the user's N is remembered for ``scope_count``."""
+        """``USER_POSTINGS_SQL``; the user's N is remembered for ``scope_count``."""
         scope = Scope(user_id)
         corpus, corpus_params = user_sql(scope, "c")
         postings, postings_params = user_sql(scope, "p")
@@ -116,7 +116,10 @@ class SignalReads(shared.SignalReads, Statements):
         ).fetchall()
         ((documents, tokens, any_expired),) = [(row[1], row[2], row[6]) for row in read if row[0] is None]
         self._user_memories[user_id] = int(documents)
-        return UserPostings(documents, tokens, any_expired, [row[:1] + row[3:6] for row in read if row[0] is not None])
+        return UserPostings(documents, tokens, any_expired, [
+            (term, np.frombuffer(rowids, ">i8"), np.frombuffer(frequencies, ">i4"), np.frombuffer(lengths, ">i4"))
+            for term, _, _, rowids, frequencies, lengths, _ in read if term is not None
+        ])
 
     def _counted(self, user_id: str, found: list[tuple]) -> list[tuple]:
         """A keyword read's rows without their last column, the user's N, which is remembered

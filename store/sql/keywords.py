@@ -35,6 +35,8 @@ K1 = 1.2
 B = 0.75
 MIN_IDF = 1e-6
 """FTS5's floor for the idf of a term in more than half the documents (its ``ln`` is ≤ 0)."""
+DENSE_SPAN = 8
+"""Postings whose memories' keys span at most this many times their number are summed by key."""
 
 
 def fold(term: str) -> str:
@@ -90,6 +92,8 @@ def best_by_postings(
     repeats = Counter(terms)
     memories, scores = [], []
     for term, rowids, frequencies, lengths in postings:
+        if not repeats[term]:  # not asked about: it makes no memory a hit
+            continue
         containing = len(rowids)
         weight = repeats[term] * max(np.log((documents - containing + 0.5) / (containing + 0.5)), MIN_IDF)
         frequency, length = np.asarray(frequencies, dtype=np.float64), np.asarray(lengths, dtype=np.float64)
@@ -97,10 +101,23 @@ def best_by_postings(
         scores.append(weight * frequency * (K1 + 1) / (frequency + K1 * (1 - B + B * length / (tokens / documents))))
     if not memories or limit <= 0:
         return []
-    scored, each = np.unique(np.concatenate(memories), return_inverse=True)
-    totals = np.bincount(each, weights=np.concatenate(scores))
+    scored, totals = _sums_by_memory(np.concatenate(memories), np.concatenate(scores))
     kept = np.arange(len(totals))
     if len(totals) > limit:  # those scoring at least the limit-th score, ties included, ordered
         kept = np.flatnonzero(totals >= -np.partition(-totals, limit - 1)[limit - 1])
     best = kept[np.lexsort((scored[kept], -totals[kept]))][:limit]
     return list(zip(scored[best].tolist(), totals[best].tolist()))
+
+
+def _sums_by_memory(memories: np.ndarray, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each memory once, ascending, with the sum of its shares. When the memories' keys are dense
+    (a heavy user's, added in turn), they index a counting array directly; otherwise they are
+    sorted (``np.unique``), which took 3 of the 4 ms of 44,000 postings. Both sum each memory's
+    shares in the order given, so the totals are the same to the last bit."""
+    low, high = int(memories.min()), int(memories.max())
+    if high - low > DENSE_SPAN * len(memories):
+        scored, each = np.unique(memories, return_inverse=True)
+        return scored, np.bincount(each, weights=shares)
+    totals = np.bincount(memories - low, weights=shares)
+    present = np.flatnonzero(totals)  # every share is positive (each term's idf is at least MIN_IDF)
+    return present + low, totals[present]
