@@ -189,29 +189,31 @@ def test_hnsw_graphs_are_built_with_a_candidate_list_of_128_new_or_upgraded(post
     assert options() == {name: ["ef_construction=128"] for name in indexes}
 
 
+ANA = [MemoryInput("Ana kayaked the Douro gorge in May."), MemoryInput("Ana's sister Rita lives in Porto.")]
+
+
+def index_definition(url: str, name: str) -> str:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT pg_get_indexdef(%s::regclass)", (name,)).fetchone()[0]
+
+
 def test_a_users_postings_are_read_from_the_keyword_key_alone_new_or_upgraded(postgres: Config, engine_factory) -> None:
     """Migration 9: the postings' primary key carries each posting's frequency and length, on a new
     database and on one upgraded from before, so the keyword read of a user's whole scope is an
     index-only scan of it, and finds what it found before."""
     url = postgres.store.database_url
-
-    def key() -> str:
-        with psycopg.connect(url, autocommit=True) as conn:
-            return conn.execute("SELECT pg_get_indexdef('memory_terms_pkey'::regclass)").fetchone()[0]
-
     with engine_factory(postgres) as engine:
-        engine.add_many([MemoryInput("Ana kayaked the Douro gorge in May."), MemoryInput("Ana's sister Rita lives in Porto.")],
-                        user_id="ana")
+        engine.add_many(ANA, user_id="ana")
         before = engine.search("Where did Ana go kayaking?", user_id="ana", top_k=2)
-    assert key().endswith("(user_id, term, memory_rowid) INCLUDE (frequency, length)")
+    assert index_definition(url, "memory_terms_pkey").endswith("(user_id, term, memory_rowid) INCLUDE (frequency, length)")
     with psycopg.connect(url, autocommit=True) as conn:  # the key as it was before migration 9
         conn.execute("ALTER TABLE memory_terms DROP CONSTRAINT memory_terms_pkey, "
                      "ADD PRIMARY KEY (user_id, term, memory_rowid)")
         conn.execute("UPDATE schema_version SET version = 8")
-    assert "INCLUDE" not in key()
+    assert "INCLUDE" not in index_definition(url, "memory_terms_pkey")
     with engine_factory(postgres) as engine:
         after = engine.search("Where did Ana go kayaking?", user_id="ana", top_k=2)
-    assert key().endswith("INCLUDE (frequency, length)")
+    assert index_definition(url, "memory_terms_pkey").endswith("INCLUDE (frequency, length)")
     assert [(hit.memory.id, hit.score) for hit in after] == [(hit.memory.id, hit.score) for hit in before]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM memory_terms")
@@ -230,16 +232,10 @@ def test_an_entitys_links_are_counted_from_their_index_alone_new_or_upgraded(
     of it; the search finds what it found before."""
     url = postgres.store.database_url
     question = "What did Ana do in the Douro?"
-
-    def index() -> str:
-        with psycopg.connect(url, autocommit=True) as conn:
-            return conn.execute("SELECT pg_get_indexdef('memory_entities_entity'::regclass)").fetchone()[0]
-
     with engine_factory(postgres) as engine:
-        engine.add_many([MemoryInput("Ana kayaked the Douro gorge in May."), MemoryInput("Ana's sister Rita lives in Porto.")],
-                        user_id="ana")
+        engine.add_many(ANA, user_id="ana")
         before = engine.search(question, user_id="ana", top_k=2)
-    assert index().endswith("(entity_id, user_id)")
+    assert index_definition(url, "memory_entities_entity").endswith("(entity_id, user_id)")
     with psycopg.connect(url, autocommit=True) as conn:  # the index as it was before migration 10
         conn.execute("DROP INDEX memory_entities_entity")
         conn.execute("CREATE INDEX memory_entities_entity ON memory_entities (entity_id)")
@@ -256,7 +252,7 @@ def test_an_entitys_links_are_counted_from_their_index_alone_new_or_upgraded(
         monkeypatch.setattr(psycopg.Connection, "execute", recorded)
         after = engine.search(question, user_id="ana", top_k=2)
         monkeypatch.undo()
-    assert index().endswith("(entity_id, user_id)")
+    assert index_definition(url, "memory_entities_entity").endswith("(entity_id, user_id)")
     assert [(hit.memory.id, hit.score) for hit in after] == [(hit.memory.id, hit.score) for hit in before]
     assert counted
     with psycopg.connect(url, autocommit=True) as conn:
