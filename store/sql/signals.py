@@ -46,8 +46,8 @@ class SignalReads(Statements):
         without reading a memory per posting: when every memory of that top passes the expiry
         check, it is also the top of the memories that pass (they are a subset, ranked by the same
         scores): in one scope of 100,000 chat turns, about half (SQLite) and a quarter (PostgreSQL)
-        of the time the read through the memories takes (``bench/backends.py``). Otherwise, and for a narrower scope or with
-        filters, each posting meets its memory (``scope_bm25``)."""
+        of the time the read through the memories takes (``bench/backends.py``). Otherwise, and for
+        a narrower scope or with filters, each posting meets its memory (``scope_bm25``)."""
         if not terms:
             return []
         if filters is None and scope.named().keys() == {"user_id"}:
