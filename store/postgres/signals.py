@@ -29,6 +29,8 @@ against the exact KNN is 0.990 to 1.000 at 800 (4.0 to 4.3 ms) and 0.975 to 0.99
 class SignalReads(shared.SignalReads, Statements):
     """What retrieval reads to rank memories."""
 
+    expired_probe = EXPIRED_SQL
+
     def __init__(self, conn: Any) -> None:
         super().__init__(conn)
         self._user_memories: dict[str, int] = {}
@@ -106,10 +108,7 @@ class SignalReads(shared.SignalReads, Statements):
         scope = Scope(user_id)
         corpus, corpus_params = user_sql(scope, "c")
         postings, postings_params = user_sql(scope, "p")
-        expired, expired_params = "FALSE", []
-        if on:
-            user, user_params = user_sql(scope, "e")
-            expired, expired_params = EXPIRED_SQL.format(user=user, expired=DIALECT.expired_sql("e")), [*user_params, on]
+        expired, expired_params = self.user_expired_sql(user_id, on)
         read = self.conn.execute(
             USER_POSTINGS_SQL.format(expired=expired, corpus=corpus, postings=postings),
             (*expired_params, *corpus_params, *postings_params, list(terms)), binary=True,

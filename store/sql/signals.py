@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from store.backend import keys_around, neighbours
 from store.filters import Filter
 from store.scope import Scope
 
+from .dialect import Sql
 from .keywords import best_by_postings, query_terms
 from .statements import Statements
 
@@ -84,6 +85,18 @@ class SignalReads(Statements):
     def user_postings(self, terms: Sequence[str], user_id: str, on: str | None) -> UserPostings:
         """A user's statistics and its postings of the folded ``terms``, read in one statement."""
         raise NotImplementedError
+
+    expired_probe: ClassVar[str]
+    """The backend's SQL for "a memory of the user ``{user}`` (on ``e``) has ``{expired}``",
+    through its index of dated memories."""
+
+    def user_expired_sql(self, user_id: str, on: str | None) -> Sql:
+        """Whether a memory of the user has expired on ``on`` (``expired_probe``); FALSE when no day
+        is asked about."""
+        if not on:
+            return "FALSE", []
+        user, params = self.dialect.scope_sql(Scope(user_id), "e")
+        return self.expired_probe.format(user=user, expired=self.dialect.expired_sql("e")), [*params, on]
 
     def scope_count(self, scope: Scope) -> int:
         where, params = self.dialect.scope_sql(scope)

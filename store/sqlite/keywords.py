@@ -65,8 +65,8 @@ FROM memory_terms p WHERE {postings} AND p.term IN (SELECT value FROM json_each(
 """
 """What the keyword signal over a user's whole scope reads, to score in the process
 (``store.sql.keywords.best_by_postings``): one row (its term NULL) with the user's N and total
-length and whether any of its memories has expired (``{expired}``, ``EXPIRED_SQL`` or 0 when no
-day is asked about), then one row for each of the query's terms the user wrote, with its postings as
+length and whether any of its memories has expired (``{expired}``, ``EXPIRED_SQL`` or FALSE when
+no day is asked about), then one row for each of the query's terms the user wrote, with its postings as
 JSON arrays of memories, frequencies and lengths. Its parameters: those of ``{expired}``, of
 ``{users}`` (on ``u``), of ``{postings}`` (on ``p``), and the query terms (a JSON array)."""
 

@@ -28,6 +28,8 @@ class SignalReads(shared.SignalReads, Statements):
     answered from the vectors this process holds (``held``), a transaction's never: what it
     has written may yet be rolled back."""
 
+    expired_probe = EXPIRED_SQL
+
     def __init__(self, conn: apsw.Connection, held: HeldVectors | None = None) -> None:
         super().__init__(conn)
         self.held = held
@@ -164,10 +166,7 @@ class SignalReads(shared.SignalReads, Statements):
     def user_postings(self, terms: Sequence[str], user_id: str, on: str | None) -> UserPostings:
         """``USER_POSTINGS_SQL``: the user's statistics from ``keyword_users``, its postings as JSON arrays."""
         users, postings, user_params = users_sql(user_id)
-        expired, expired_params = "0", []
-        if on:
-            user, params = DIALECT.scope_sql(Scope(user_id), "e")
-            expired, expired_params = EXPIRED_SQL.format(user=user, expired=DIALECT.expired_sql("e")), [*params, on]
+        expired, expired_params = self.user_expired_sql(user_id, on)
         read = self.rows(USER_POSTINGS_SQL.format(expired=expired, users=users, postings=postings),
                          (*expired_params, *user_params, *user_params, json.dumps(list(terms), ensure_ascii=False)))
         ((documents, tokens, any_expired),) = [(row[1], row[2], row[6]) for row in read if row[0] is None]
