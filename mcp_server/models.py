@@ -114,7 +114,9 @@ class ExplainedMemory(ScoredMemory):
     )
     learned: LearnedScore | None = Field(
         description="Under learned fusion (the default ranking), how the model turned the signals into score: "
-        "logit = intercept + the strongest features' pulls + others, score = 1 / (1 + e^-logit). "
+        "logit = intercept + the strongest features' pulls + others, probability = 1 / (1 + e^-logit), "
+        "score = probability, raised where needed to the best score after it. restates: the query all but "
+        "repeats the memory, so it comes first, in the hand-set fusion's order. "
         "Null under rankings 'trimem' and 'mem0', where score is score_parts.final_score."
     )
 

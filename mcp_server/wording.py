@@ -28,7 +28,10 @@ def relevance_line(relevance: Relevance) -> str:
 
 def learned_line(learned: LearnedScore) -> str:
     """How learned fusion scored a memory, in one line: the logit as the sum of its parts (the
-    strongest features by name), then the score it gives."""
+    strongest features by name), the probability it gives, and the score where that differs."""
     parts = [f"intercept {learned.intercept:+.2f}", *(f"{p.feature} {p.pull:+.2f}" for p in learned.strongest),
              f"others {learned.others:+.2f}"]
-    return f"learned: {', '.join(parts)} = logit {learned.logit:+.2f}, score {learned.probability:.3f}"
+    line = f"learned: {', '.join(parts)} = logit {learned.logit:+.2f}, probability {learned.probability:.3f}"
+    if learned.restates:
+        line += "; the query all but repeats it, so it comes first, in the hand-set order"
+    return line + (f"; score {learned.score:.3f}, as high as the best after it" if learned.score != learned.probability else "")

@@ -88,9 +88,10 @@ class Pull:
 @dataclass(frozen=True)
 class LearnedScore:
     """Why learned fusion (``store.ranking.learned``) placed a memory where it did:
-    ``logit = intercept + Σ pulls``, and the memory's score is ``probability`` (the logistic of the
-    logit)."""
+    ``logit = intercept + Σ pulls``, ``probability`` is the logistic of the logit, and the memory's
+    ``score`` is that probability, raised where needed to the best score after it."""
 
+    score: float
     probability: float
     logit: float
     intercept: float
@@ -98,13 +99,16 @@ class LearnedScore:
     """The ``store.ranking.learned.SHOWN_PULLS`` features that moved the logit most, either way."""
     others: float
     """What the other features add together."""
+    restates: bool
+    """The query all but repeats the memory (``store.ranking.learned.Weights.restates``), so it was
+    placed ahead of the model's order, in the hand-set fusion's."""
 
 
 @dataclass(frozen=True)
 class SearchHit:
-    """A ranked memory with its score in [0, 1] (the fused score, or under learned fusion the
-    model's probability); ``details``, and where its entity boost and keyword score come from,
-    only when explained."""
+    """A ranked memory with its score in [0, 1] (the fused score, or under learned fusion
+    ``LearnedScore.score``); ``details``, and where its entity boost and keyword score come
+    from, only when explained."""
 
     memory: Memory
     score: float

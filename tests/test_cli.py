@@ -84,10 +84,10 @@ def test_search_explain_says_what_moved_a_learned_order(run: Callable, monkeypat
     assert [hit["text"] for hit in results[:1]] == ["Ana started at Globex last May"]
     for hit in results:
         learned = hit["learned"]
-        assert learned["probability"] == hit["score"] and hit["score"] != hit["score_parts"]["final_score"]
+        assert learned["score"] == learned["probability"] == hit["score"] != hit["score_parts"]["final_score"]
         strongest = ", ".join(f"{p['feature']} {p['pull']:+.2f}" for p in learned["strongest"])
         assert (f"{short_id(hit['id'])} learned: intercept {learned['intercept']:+.2f}, {strongest}, "
-                f"others {learned['others']:+.2f} = logit {learned['logit']:+.2f}, score {hit['score']:.3f}") in table
+                f"others {learned['others']:+.2f} = logit {learned['logit']:+.2f}, probability {hit['score']:.3f}") in table
     monkeypatch.setenv("TRIMEM_RANKING", "trimem")
     hand_set = run("search", query, "--explain", "--format", "table").stdout
     assert "Ana started at Globex last May" in hand_set and "learned:" not in hand_set

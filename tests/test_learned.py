@@ -87,7 +87,7 @@ def test_a_learned_score_names_its_strongest_features_and_adds_up() -> None:
     coefficients = np.linspace(-1.0, 1.0, size)
     weights = learned.Weights(tuple(learned.FEATURES), np.full(size, 0.0), np.full(size, 0.8), np.full(size, 0.2),
                               np.full(size, 0.5), coefficients, -0.7)
-    candidates = [candidate(similarity=0.3), candidate(similarity=0.9, time_words=True, asks=True)]
+    candidates = [candidate(similarity=0.3), candidate(similarity=0.75, time_words=True, asks=True)]
     ranked = weights.rank(candidates, 5)
     assert [i for i, _ in ranked] == list(np.argsort(-weights.logits(candidates), kind="stable"))
     for i, score in ranked:
@@ -124,8 +124,52 @@ def test_learned_ranking_reorders_the_hand_set_fusions_candidates(
     assert [hit.memory.id for hit in explained.hits] == [hit.memory.id for hit in hits]
     parts = {hit.memory.id: hit.details for hit in fused.hits}
     for hit, shown in zip(explained.hits, hits):
-        assert hit.learned is not None and hit.learned.probability == hit.score == shown.score
+        assert hit.learned is not None and hit.learned.score == hit.learned.probability == hit.score == shown.score
+        assert not hit.learned.restates
         assert hit.details == parts[hit.memory.id]  # the fusion's parts, as the hand-set ranking explains them
         assert hit.learned.logit == pytest.approx(
             hit.learned.intercept + sum(p.pull for p in hit.learned.strongest) + hit.learned.others)
     assert all(hit.learned is None for hit in hits + fused.hits)
+
+
+def test_a_memory_the_query_repeats_comes_first_whatever_the_model_says() -> None:
+    size = len(learned.FEATURES)
+    coefficients = np.zeros(size)
+    coefficients[list(learned.FEATURES).index("best neighbour's similarity")] = 2.0
+    high = np.full(size, 1.0)
+    high[list(learned.FEATURES).index("similarity")] = 0.8
+    weights = learned.Weights(tuple(learned.FEATURES), np.zeros(size), high, np.full(size, 0.5), np.full(size, 0.25),
+                              coefficients, 0.0)
+    candidates = [  # in the hand-set fusion's order
+        candidate(similarity=0.99, neighbour_similarity=0.2),  # the query repeats it; its neighbours differ
+        candidate(similarity=0.97, neighbour_similarity=0.97),  # a near copy beside another copy
+        candidate(similarity=0.7, neighbour_similarity=0.9),
+        candidate(similarity=0.6, neighbour_similarity=0.1),
+    ]
+    assert [weights.restates(c) for c in candidates] == [True, True, False, False]
+    assert list(np.argsort(-weights.logits(candidates), kind="stable")) == [1, 2, 0, 3]  # the model alone
+    ranked = weights.rank(candidates, 4)
+    assert [i for i, _ in ranked] == [0, 1, 2, 3]
+    scores = [score.score for _, score in ranked]
+    assert scores == sorted(scores, reverse=True)
+    assert [score.restates for _, score in ranked] == [True, True, False, False]
+    for i, score in ranked:
+        assert score.probability == learned.probability(score.logit)
+        assert score.score == max(s.probability for _, s in ranked[[j for j, _ in ranked].index(i):])
+    assert ranked[0][1].score == ranked[1][1].score > ranked[0][1].probability  # raised to the copy's after it
+    assert weights.rank(candidates, 2) == ranked[:2]
+
+
+def test_searching_a_memorys_own_words_finds_it_first_among_near_copies(
+    config: Config, engine_factory: Callable[[Config], Engine]
+) -> None:
+    # Near copies stored one after another, as writers adding at once to one scope interleave them,
+    # and the one searched for stored between unlike memories: each copy's neighbour is a copy.
+    note = "prefers quiet mornings and strong tea, note writer-{} 68"
+    texts = ["Lena told Omar about the garden in Porto, note writer-1 67", note.format(1),
+             "Omar told Lena about the bike in Lyon, note writer-1 69", *(note.format(n) for n in (0, 2, 3, 4))]
+    with engine_factory(config) as engine:
+        engine.add_many([MemoryInput(text) for text in texts], user_id="shared")
+        for wanted in (note.format(n) for n in range(5)):
+            [first, *_] = engine.explain(wanted, user_id="shared", top_k=3).hits
+            assert first.memory.text == wanted and first.learned is not None and first.learned.restates

@@ -79,7 +79,7 @@ async def test_memory_lifecycle_and_scopes(client: Client) -> None:
     [hit] = explained["results"]
     parts = hit["score_parts"]
     assert parts["raw_score"] == pytest.approx(parts["semantic_score"] + parts["bm25_score"] + parts["entity_boost"])
-    assert hit["learned"]["probability"] == pytest.approx(hit["score"])  # the default: learned fusion
+    assert hit["learned"]["score"] == pytest.approx(hit["score"])  # the default: learned fusion
     assert explained["analysis"]["filters_applied"] is True
     assert explained["analysis"]["term_count"] == len(explained["analysis"]["lemmatized_terms"])
 
@@ -142,7 +142,7 @@ async def test_explain_under_learned_order_says_what_moved_each_memory(
     assert found[0]["text"] == "Ana started the night shift last week"
     for hit, shown in zip(explained, found):
         learned, parts = hit["learned"], hit["score_parts"]
-        assert learned["probability"] == pytest.approx(shown["score"]) == pytest.approx(hit["score"])
+        assert learned["score"] == learned["probability"] == pytest.approx(shown["score"]) == pytest.approx(hit["score"])
         assert parts["final_score"] == pytest.approx(min(parts["raw_score"] / parts["max_possible_score"], 1))
         assert [set(pull) for pull in learned["strongest"]] == [{"feature", "value", "pull"}] * 5
         assert learned["logit"] == pytest.approx(

@@ -86,7 +86,7 @@ def test_explain_shows_every_part_of_every_score(garden: Engine) -> None:
     assert d.max_possible_score == analysis.max_possible_score
     assert d.bm25_raw > 0 and 0 < d.bm25_score < 1
     # The default ranking's score is learned fusion's probability, made of the parts above and more.
-    assert top.learned is not None and top.score == top.learned.probability
+    assert top.learned is not None and top.score == top.learned.score == top.learned.probability
     assert top.learned.logit == pytest.approx(
         top.learned.intercept + sum(p.pull for p in top.learned.strongest) + top.learned.others)
     with Engine(garden.config.replace("search", ranking="trimem"), embedder=garden.embedder, nlp=garden.nlp) as fused:

@@ -175,7 +175,7 @@ def hit_details(hit: SearchHit) -> str:
         ("fused", f"{parts.final_score:.3f}", "" if hit.learned is None else "the hand-set fusion's score"),
     ]
     if hit.learned is not None:
-        rows.append(("learned", f"{hit.learned.probability:.3f}", escape(learned_line(hit.learned))))
+        rows.append(("learned", f"{hit.learned.score:.3f}", escape(learned_line(hit.learned))))
     return f'<details class="why"><summary>why this score</summary>{table(rows)}</details>'
 
 

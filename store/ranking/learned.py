@@ -165,19 +165,33 @@ class Weights:
         """What each feature adds to each candidate's logit (one row of ``read`` per candidate)."""
         return (values - self.mean) / self.scale * self.coefficients
 
+    def restates(self, candidate: Candidate) -> bool:
+        """Whether ``candidate`` is closer in meaning to the query than any memory the model was
+        fitted on (its ``similarity`` above the fitted range): the query all but repeats it. The
+        model reads such a memory's similarity at the range's edge, as it reads every other one's
+        there, so it cannot tell the memory the query repeats from its near copies, and their
+        neighbours decide (a copy stored beside another copy gains, a memory among others loses)."""
+        return "similarity" in self.features and candidate.similarity > self.high[self.features.index("similarity")]
+
     def rank(self, candidates: Sequence[Candidate], top_k: int) -> list[tuple[int, LearnedScore]]:
-        """The best ``top_k`` candidates by the model, as their indices in ``candidates``, each with
-        its score and the features that made it."""
+        """The best ``top_k`` candidates, as their indices in ``candidates`` (the hand-set fusion's
+        order), each with its score and the features that made it: first those the query
+        ``restates``, in the hand-set order, then the rest by the model. A hit's score is the
+        model's probability, raised where needed to the best after it, so scores never rise down
+        the list."""
         values = self.read(candidates)
         pulls = self.pulls(values)
         logits = pulls.sum(axis=1) + self.intercept
+        restated = {i for i, candidate in enumerate(candidates) if self.restates(candidate)}
+        order = [*sorted(restated), *(int(i) for i in np.argsort(-logits, kind="stable") if i not in restated)]
+        scores = np.maximum.accumulate([probability(float(logits[i])) for i in order][::-1])[::-1]
         ranked = []
-        for i in np.argsort(-logits, kind="stable")[:top_k]:
+        for i, score in zip(order[:top_k], scores):
             strongest = np.argsort(-np.abs(pulls[i]), kind="stable")[:SHOWN_PULLS]
-            ranked.append((int(i), LearnedScore(
-                probability(float(logits[i])), float(logits[i]), self.intercept,
+            ranked.append((i, LearnedScore(
+                float(score), probability(float(logits[i])), float(logits[i]), self.intercept,
                 tuple(Pull(self.features[f], float(values[i, f]), float(pulls[i, f])) for f in strongest),
-                float(pulls[i].sum() - pulls[i, strongest].sum()),
+                float(pulls[i].sum() - pulls[i, strongest].sum()), i in restated,
             )))
         return ranked
 

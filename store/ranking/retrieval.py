@@ -379,7 +379,7 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
     hits = [
         SearchHit(
             memory=to_memory(rows[rowid]),
-            score=learned_scores[rowid].probability if reorder else breakdown.final_score,
+            score=learned_scores[rowid].score if reorder else breakdown.final_score,
             details=breakdown if explain else None,
             entity_match=signals.entity_matches.get(rowid) if explain else None,
             keyword_source=signals.keyword_sources.get(rowid) if explain and breakdown.bm25_score else None,
