@@ -297,6 +297,24 @@ def test_a_scope_past_the_exact_scan_is_searched_through_the_hnsw_indexes_with_t
     assert {hit for hits in exact for hit, _ in hits} <= anas
 
 
+def test_reads_whose_plan_depends_on_the_users_size_are_planned_for_each_call(
+    postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg prepares a statement after its fifth run on a connection, and PostgreSQL may then
+    reuse one plan for every user, sized for the average one. The HNSW reads and the entity links
+    are planned for each call instead (``Statements.rows_planned_for``), while the other reads of
+    the same searches are prepared as usual."""
+    monkeypatch.setattr("store.postgres.signals.EXACT_SCAN_ROWS", 3)  # Ana's scope is searched through HNSW
+    with engine_factory(postgres) as engine:
+        engine.add_many(ANA, user_id="ana")
+        for _ in range(8):
+            assert engine.search("What did Ana do in the Douro?", user_id="ana", top_k=2)
+        with engine.backend.snapshot() as view:
+            prepared = [row[0] for row in view.rows("SELECT statement FROM pg_prepared_statements")]
+    assert any("FROM memories" in statement for statement in prepared)  # this connection prepares
+    assert not [s for s in prepared if "hnsw" in s or "<=> $1 AS distance FROM" in s or "UNION ALL SELECT true" in s]
+
+
 def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:
     with engine_factory(postgres) as engine:
         engine.add("Ana likes kayaking", user_id="ana")

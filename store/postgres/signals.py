@@ -66,7 +66,7 @@ class SignalReads(shared.SignalReads, Statements):
         self.conn.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH_MIN, 2 * limit)}")
         self.conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
         return [
-            self.rows(
+            self.rows_planned_for(
                 f"SELECT {qualified}, m.embedding <=> %s AS distance FROM {table} m WHERE {where} "
                 "ORDER BY distance LIMIT %s",
                 (vector(embedding), *params, limit),
@@ -159,7 +159,7 @@ class SignalReads(shared.SignalReads, Statements):
         params = (*user_params, ids, *live_params)
         linked: dict[int, int] = {}
         links: list[tuple[int, int]] = []
-        for is_link, entity_id, value in self.rows(  # the counts (every link) and the links, in one round trip
+        for is_link, entity_id, value in self.rows_planned_for(  # the counts (every link) and the links, at once
             f"SELECT false, entity_id, count(*) FROM memory_entities l WHERE {user} AND entity_id = ANY(%s) "
             f"GROUP BY entity_id UNION ALL SELECT true, l.entity_id, l.memory_rowid {joined}{among}",
             (*user_params, ids, *params, *among_params),
