@@ -301,18 +301,35 @@ def test_reads_whose_plan_depends_on_the_users_size_are_planned_for_each_call(
     postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """psycopg prepares a statement after its fifth run on a connection, and PostgreSQL may then
-    reuse one plan for every user, sized for the average one. The HNSW reads and the entity links
-    are planned for each call instead (``Statements.rows_planned_for``), while the other reads of
-    the same searches are prepared as usual."""
-    monkeypatch.setattr("store.postgres.signals.EXACT_SCAN_ROWS", 3)  # Ana's scope is searched through HNSW
+    reuse one plan for every user, sized for the average one. The HNSW reads, the entity links and
+    the keyword read of a narrower scope are run unprepared, so they are planned for each call
+    (``Statements.rows_planned_for``); the other reads of the same searches may be prepared, and
+    are once they have run often enough."""
+    monkeypatch.setattr("store.postgres.signals.EXACT_SCAN_ROWS", 1)  # both scopes are searched through HNSW
+    per_call = {"HNSW": "<=> %s AS distance FROM", "links": "UNION ALL SELECT true",
+                "narrower keywords": "GROUP BY m.rowid, corpus.documents"}
+    calls: list[tuple[str, object]] = []
+    execute = psycopg.Connection.execute
+
+    def recorded(conn, query, params=None, *args, **kwargs):
+        calls.append((str(query), kwargs.get("prepare")))
+        return execute(conn, query, params, *args, **kwargs)
+
     with engine_factory(postgres) as engine:
-        engine.add_many(ANA, user_id="ana")
+        engine.add_many(ANA, user_id="ana", agent_id="guide")
+        monkeypatch.setattr(psycopg.Connection, "execute", recorded)
         for _ in range(8):
             assert engine.search("What did Ana do in the Douro?", user_id="ana", top_k=2)
+            assert engine.search("What did Ana do in the Douro?", user_id="ana", agent_id="guide", top_k=2)
+        monkeypatch.undo()
         with engine.backend.snapshot() as view:
             prepared = [row[0] for row in view.rows("SELECT statement FROM pg_prepared_statements")]
-    assert any("FROM memories" in statement for statement in prepared)  # this connection prepares
-    assert not [s for s in prepared if "hnsw" in s or "<=> $1 AS distance FROM" in s or "UNION ALL SELECT true" in s]
+    for read, part in per_call.items():
+        runs = [prepare for query, prepare in calls if part in query]
+        assert runs and all(prepare is False for prepare in runs), read
+    assert any("FROM memories" in statement for statement in prepared)  # the others are prepared
+    assert not [statement for statement in prepared if any(part.replace("%s", "$1") in statement
+                                                           for part in per_call.values())]
 
 
 def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ class SignalReads(shared.SignalReads, Statements):
         live, live_params = DIALECT.live_sql(filters, on)
         sql = BM25_SQL.format(corpus=corpus, postings=postings, scope=where, live=live)
         folded = query_terms(terms)
-        return self._counted(scope.user_id, self.rows(
+        return self._counted(scope.user_id, self.rows_planned_for(
             sql, (folded, *corpus_params, *postings_params, folded, *params, *live_params, limit)
         ))
 
