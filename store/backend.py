@@ -22,7 +22,7 @@ Nothing here, in retrieval, linking, transfer or scoring imports a database driv
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +143,19 @@ class IdCandidate(NamedTuple):
 
     id: str
     text: str
+
+
+class Neighbourhood(NamedTuple):
+    """What learned fusion reads around its candidates (``Snapshot.neighbourhood``)."""
+
+    adjacent: dict[int, list[int]]
+    """Each candidate's neighbours, as ``Snapshot.adjacent_memories`` gives them (one place away)."""
+    distances: dict[int, float]
+    """The query's cosine distance to each neighbour whose distance the caller did not know."""
+    asks: set[int]
+    """The candidates that ask a question (``Snapshot.questions_among``)."""
+    texts: dict[int, str]
+    """The texts of the candidates and their neighbours."""
 
 
 class DeletedMemory(NamedTuple):
@@ -309,6 +322,13 @@ class Snapshot(Protocol):
         that many seconds apart from it."""
     def questions_among(self, rowids: Sequence[int], scope: Scope) -> set[int]:
         """The memories among ``rowids`` whose text ends with a question mark."""
+    def neighbourhood(
+        self, rowids: Sequence[int], embedding: np.ndarray, known: Container[int], scope: Scope,
+        filters: Filter | None, on: str | None,
+    ) -> Neighbourhood:
+        """For ranked candidates: their neighbours one place away (``adjacent_memories``), the
+        query's distance to those not ``known``, which candidates ask, and every text of them,
+        which a backend may read at once."""
 
     # entities, as linking reads them
     def find_entities(self, names: Sequence[tuple[Scope, str]]) -> dict[tuple[Scope, str], int]:

@@ -297,17 +297,9 @@ def test_a_scope_past_the_exact_scan_is_searched_through_the_hnsw_indexes_with_t
     assert {hit for hits in exact for hit, _ in hits} <= anas
 
 
-def test_reads_whose_plan_depends_on_the_users_size_are_planned_for_each_call(
-    postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """psycopg prepares a statement after its fifth run on a connection, and PostgreSQL may then
-    reuse one plan for every user, sized for the average one. The HNSW reads, the entity links and
-    the keyword read of a narrower scope are run unprepared, so they are planned for each call
-    (``Statements.rows_planned_for``); the other reads of the same searches may be prepared, and
-    are once they have run often enough."""
-    monkeypatch.setattr("store.postgres.signals.EXACT_SCAN_ROWS", 1)  # both scopes are searched through HNSW
-    per_call = {"HNSW": "<=> %s AS distance FROM", "links": "UNION ALL SELECT true",
-                "narrower keywords": "GROUP BY m.rowid, corpus.documents"}
+def searched_statements(engine, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[str, object]], list[str]]:
+    """Eight searches of Ana's whole scope and eight of her guide's: each statement run, with how
+    it was asked to be prepared, then the statements the connection prepared."""
     calls: list[tuple[str, object]] = []
     execute = psycopg.Connection.execute
 
@@ -315,21 +307,51 @@ def test_reads_whose_plan_depends_on_the_users_size_are_planned_for_each_call(
         calls.append((str(query), kwargs.get("prepare")))
         return execute(conn, query, params, *args, **kwargs)
 
+    engine.add_many(ANA, user_id="ana", agent_id="guide")
+    monkeypatch.setattr(psycopg.Connection, "execute", recorded)
+    for _ in range(8):
+        assert engine.search("What did Ana do in the Douro?", user_id="ana", top_k=2)
+        assert engine.search("What did Ana do in the Douro?", user_id="ana", agent_id="guide", top_k=2)
+    monkeypatch.undo()
+    with engine.backend.snapshot() as view:
+        return calls, [row[0] for row in view.rows("SELECT statement FROM pg_prepared_statements")]
+
+
+LINKS = "UNION ALL SELECT true"
+"""A part of the entity links' statement."""
+
+
+def test_reads_whose_plan_depends_on_the_users_size_are_planned_for_each_call(
+    postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg prepares a statement after its fifth run on a connection, and PostgreSQL may then
+    reuse one plan for every user, sized for the average one. For a heavy user, the HNSW reads, the
+    entity links and the keyword read of a narrower scope are run unprepared, so they are planned
+    for each call (``Statements.rows_planned_for``); the other reads of the same searches may be
+    prepared, and are once they have run often enough."""
+    monkeypatch.setattr("store.postgres.signals.EXACT_SCAN_ROWS", 1)  # a heavy user: searched through HNSW
+    per_call = {"HNSW": "<=> %s AS distance FROM", "links": LINKS, "narrower keywords": "GROUP BY m.rowid, corpus.documents"}
     with engine_factory(postgres) as engine:
-        engine.add_many(ANA, user_id="ana", agent_id="guide")
-        monkeypatch.setattr(psycopg.Connection, "execute", recorded)
-        for _ in range(8):
-            assert engine.search("What did Ana do in the Douro?", user_id="ana", top_k=2)
-            assert engine.search("What did Ana do in the Douro?", user_id="ana", agent_id="guide", top_k=2)
-        monkeypatch.undo()
-        with engine.backend.snapshot() as view:
-            prepared = [row[0] for row in view.rows("SELECT statement FROM pg_prepared_statements")]
+        calls, prepared = searched_statements(engine, monkeypatch)
     for read, part in per_call.items():
         runs = [prepare for query, prepare in calls if part in query]
         assert runs and all(prepare is False for prepare in runs), read
     assert any("FROM memories" in statement for statement in prepared)  # the others are prepared
     assert not [statement for statement in prepared if any(part.replace("%s", "$1") in statement
                                                            for part in per_call.values())]
+
+
+def test_a_user_of_ordinary_size_reads_its_entity_links_through_a_prepared_statement(
+    postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning the entity links for each call cost about 0.7 ms of every search; one plan suits
+    every user counted at no more than ``EXACT_SCAN_ROWS`` memories (by the keyword read of the same
+    search, in her whole scope or her guide's), so theirs is prepared."""
+    with engine_factory(postgres) as engine:
+        calls, prepared = searched_statements(engine, monkeypatch)
+    links = [prepare for query, prepare in calls if LINKS in query]
+    assert len(links) >= 16 and set(links) == {None}
+    assert [statement for statement in prepared if LINKS in statement]
 
 
 def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:

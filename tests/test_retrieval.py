@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 
+import numpy as np
 import pytest
 
 from store import Engine, InvalidArgument, MemoryInput, clock
@@ -482,3 +484,32 @@ def test_per_call_signal_switches_match_the_configured_ones(garden: Engine) -> N
     assert garden.explain(query, user_id="ana").analysis.signals_active == ["semantic", "bm25", "entity"]
     keywords_off = garden.explain(query, user_id="ana", use_bm25=False)
     assert keywords_off.analysis.signals_active == ["semantic", "entity"]
+
+
+def test_the_neighbourhood_of_ranked_candidates_is_read_within_the_scope_and_the_day(engine: Engine) -> None:
+    """``Snapshot.neighbourhood`` (PostgreSQL reads it in one statement): each candidate's
+    neighbours one place away within the scope and live on the day asked about, the query's
+    distance to each neighbour not already known, which candidates ask, and their texts."""
+    today = clock.today()
+    later = (dt.date.fromisoformat(today) + dt.timedelta(days=1)).isoformat()
+    first = engine.add("Ana moved to Lisbon in May.", user_id="ana")[0].memory
+    engine.add("Bo booked the tram tour.", user_id="bo")  # another user's memory between
+    asking = engine.add("Did Ana like the food in Porto?", user_id="ana")[0].memory
+    nurse = engine.add("Ana works as a nurse at Santa Maria.", user_id="ana")[0].memory
+    engine.add("Ana's old parking permit for the hospital.", user_id="ana", expiration_date=today)
+    cat = engine.add("Ana adopted a cat named Pixel.", user_id="ana")[0].memory
+    query = engine.embedder.embed_batch(["Where does Ana work?"])[0]
+    with engine.backend.snapshot() as view:
+        rowid = {row.id: key for key, row in view.memories_by_rowid(view.scope_rowids(Scope("ana")), Scope("ana")).items()}
+        a, q, n, c = (rowid[memory.id] for memory in (first, asking, nurse, cat))
+        around = view.neighbourhood([a, q, n, c], query, {a, c}, Scope("ana"), None, later)
+        kept = view.neighbourhood([q, n], query, set(), Scope("ana"), None, None)
+    assert around.adjacent == {a: [], q: [n], n: [q], c: []}  # Bo's memory and the expired one are no one's
+    assert set(around.distances) == {q, n}  # neighbours whose distance the caller does not know
+    exact = {key: 1.0 - float(np.dot(engine.embedder.embed_batch([text])[0], query))
+             for key, text in ((q, asking.text), (n, nurse.text))}
+    assert around.distances == pytest.approx(exact, abs=1e-4)
+    assert around.asks == {q}
+    assert around.texts == {a: first.text, q: asking.text, n: nurse.text, c: cat.text}
+    assert kept.adjacent[n] == [q, n + 1]  # with no day asked about, the expired turn is a neighbour
+    assert kept.texts[n + 1] == "Ana's old parking permit for the hospital."

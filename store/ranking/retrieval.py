@@ -423,14 +423,10 @@ def learned_order(
         return [], {}
     rowids = [rowid for rowid, _ in ranked]
     own = {rowid: scoring.normalize_bm25(raw, params) for rowid, raw in signals.keyword_hits.items() if raw > 0}
-    adjacent = snapshot.adjacent_memories(rowids, request.scope, request.filters, request.live_on)
-    around = [rowid for rowid in dict.fromkeys(n for ns in adjacent.values() for n in ns) if rowid not in semantic]
+    adjacent, distances, asks, texts = snapshot.neighbourhood(
+        rowids, prepared.embedding, semantic, request.scope, request.filters, request.live_on)
     similarity = dict(semantic)
-    similarity.update((rowid, scoring.similarity_from_distance(distance))
-                      for rowid, distance in snapshot.distances_for(prepared.embedding, around, request.scope))
-    asks = snapshot.questions_among(rowids, request.scope)
-    read = list(dict.fromkeys([*rowids, *(n for ns in adjacent.values() for n in ns)]))
-    texts = snapshot.texts_by_rowid(read, request.scope)
+    similarity.update((rowid, scoring.similarity_from_distance(distance)) for rowid, distance in distances.items())
     query = learned.Query.of(prepared.text, len(prepared.terms), prepared.names)
     named = {rowid: learned.opens_with_name(text, query.names) for rowid, text in texts.items()}
     candidates = [
