@@ -24,7 +24,7 @@ SCOPE = "speed"
 TOP_K = 10
 BUILD_CHUNK = 2000
 SEARCH_ORDER = (
-    "prepare (NLP ∥ query embedding)",
+    "prepare (NLP, the query embedding begun)",
     "query embedding",
     "lemmatize + entities",
     "vector KNN ∥ keywords",

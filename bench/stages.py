@@ -23,7 +23,7 @@ from store.ranking import retrieval
 from store.sqlite.signals import SignalReads
 
 SEARCH_STAGES = {
-    "prepare (NLP ∥ query embedding)": (retrieval, "prepare"),
+    "prepare (NLP, the query embedding begun)": (retrieval, "prepare"),
     "query embedding": ("embedder", "embed_batch"),
     "lemmatize + entities": ("nlp", "analyze_query"),
     "vector KNN ∥ keywords": (SignalReads, "first_signals"),
@@ -33,10 +33,10 @@ SEARCH_STAGES = {
 }
 """Stage name → (object, attribute) timed during a search; ``"embedder"``/``"nlp"`` mean the engine's.
 
-``prepare`` holds the query embedding and the NLP analysis, which run side by side (the
-query embeds on the engine's side thread): their own times overlap inside it. The vector KNN
-and the keyword read are one stage too (``first_signals``): for a user whose vectors the process
-holds, the keyword read runs beside the KNN."""
+``prepare`` holds the NLP analysis, while the query embeds on the engine's side thread; the
+embedding is waited for in ``first_signals``, once its keyword read is done (for a user whose
+vectors the process holds, the keyword read runs beside the KNN), so the query embedding's own
+time overlaps both stages."""
 
 ADD_STAGES = {
     "models": (Engine, "_analyse_and_embed"),

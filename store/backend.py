@@ -290,11 +290,12 @@ class Snapshot(Protocol):
     def distances_for(self, embedding: np.ndarray, rowids: Sequence[int], scope: Scope) -> list[tuple[int, float]]:
         """Exact cosine distances for chosen memories."""
     def first_signals(
-        self, embedding: np.ndarray, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None,
-        on: str | None,
+        self, embedding: Callable[[], np.ndarray], terms: Sequence[str], scope: Scope, limit: int,
+        filters: Filter | None, on: str | None,
     ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """``knn_memories`` and ``bm25_memories`` (none for no ``terms``), which a backend may read
-        side by side."""
+        side by side. ``embedding()`` gives the query's embedding, which may still be computing:
+        the keyword read needs none, so it is under way before the KNN waits for it."""
     def bm25_memories(
         self, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:

@@ -114,7 +114,7 @@ def test_a_held_users_search_reads_its_keywords_beside_the_knn_and_ranks_as_with
         terms = heavy.nlp.analyze_query(question, entities=False).lemmatized.split()
         for scope in SCOPES:
             with heavy.backend.snapshot() as held, vec0.snapshot() as scanned:
-                nearest, keywords = held.first_signals(vector, terms, scope, 8, None, LATER)
+                nearest, keywords = held.first_signals(lambda v=vector: v, terms, scope, 8, None, LATER)
                 assert_same(nearest, scanned.knn_memories(vector, scope, 8, None, LATER))
                 assert keywords == scanned.bm25_memories(terms, scope, 8, None, LATER)
                 read += len(keywords)

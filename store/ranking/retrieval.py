@@ -44,7 +44,9 @@ class PreparedQuery:
     text: str
     terms: list[str]
     entities: list[str]
-    embedding: np.ndarray
+    query_vector: Future[np.ndarray]
+    """The query's embedding: it may still be computing on the side thread while the first
+    keyword read runs (``Snapshot.first_signals`` waits for it only when its KNN needs it)."""
     entity_vectors: Future[np.ndarray]
     """The entities' embeddings, one row each: a name not seen before embeds on the side thread
     while the first signals read the store (``gather_signals`` asks for them last)."""
@@ -52,6 +54,11 @@ class PreparedQuery:
     """The entities that name someone or something, as written with a capital (not a topic such
     as "support group", nor a lower-case word the tagger took for one): the relevance decision
     asks whether the scope knows them."""
+
+    @property
+    def embedding(self) -> np.ndarray:
+        """``query_vector``, waited for."""
+        return self.query_vector.result()
 
     @property
     def entity_embeddings(self) -> np.ndarray:
@@ -118,8 +125,10 @@ def prepare(
 ) -> PreparedQuery:
     """Lemmatize and extract entities while the query embeds on the ``side`` thread, then embed
     the entities there too (most are names seen before, remembered by ``names``): ONNX Runtime
-    releases the GIL while it computes, so both cores work."""
-    query_vector = side.submit(embedder.embed_batch, [query])
+    releases the GIL while it computes, so both cores work. The analysis is done first (about
+    5 ms against 6), so the query's embedding is not waited for here: the first keyword read
+    runs while it finishes."""
+    query_vector = side.submit(embed_one, embedder, query)
     analysis = nlp.analyze_query(query, entities=options.use_entities)
     entities: list[str] = []
     named: set[str] = set()
@@ -135,10 +144,15 @@ def prepare(
         text=query,
         terms=analysis.lemmatized.split(),
         entities=entities,
-        embedding=query_vector.result()[0],
+        query_vector=query_vector,
         entity_vectors=entity_vectors,
         names=frozenset(named.intersection(entities)),
     )
+
+
+def embed_one(embedder: Embedder, text: str) -> np.ndarray:
+    """One text's embedding."""
+    return embedder.embed_batch([text])[0]
 
 
 # --- 2. signals -------------------------------------------------------------------------
@@ -151,7 +165,7 @@ def gather_signals(snapshot: Snapshot, prepared: PreparedQuery, request: SearchR
     limit = request.internal_limit
     scope, filters, on = request.scope, request.filters, request.live_on
     terms = prepared.terms if request.options.use_bm25 else []
-    nearest, found = snapshot.first_signals(prepared.embedding, terms, scope, limit, filters, on)
+    nearest, found = snapshot.first_signals(prepared.query_vector.result, terms, scope, limit, filters, on)
     distances = dict(nearest)
     keywords: scoring.KeywordContext[int] = scoring.KeywordContext({}, {})
     hits: dict[int, float] = {}

@@ -4,7 +4,7 @@ and the neighbours and questions that keyword context reads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import apsw
 import numpy as np
@@ -65,30 +65,30 @@ class SignalReads(shared.SignalReads, Statements):
     def knn_memories(
         self, embedding: np.ndarray, scope: Scope, limit: int, filters: Filter | None, on: str | None
     ) -> list[tuple[int, float]]:
-        return self.first_signals(embedding, (), scope, limit, filters, on)[0]
+        return self.first_signals(lambda: embedding, (), scope, limit, filters, on)[0]
 
     def first_signals(
-        self, embedding: np.ndarray, terms: Sequence[str], scope: Scope, limit: int, filters: Filter | None,
-        on: str | None,
+        self, embedding: Callable[[], np.ndarray], terms: Sequence[str], scope: Scope, limit: int,
+        filters: Filter | None, on: str | None,
     ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """For a user whose vectors this process holds (``held_vectors``), the product runs on this
         thread while the keyword read runs on the connection on another (one scope of 100,000:
         8 and 15 ms become 12 together). The product needs no connection: SQLite runs one
         statement of a connection at a time, so any other read beside the keyword read would only
-        wait for it. Otherwise vec0 answers, then the keyword read."""
+        wait for it. Otherwise the keyword read, while the query may still embed, then vec0."""
         k = min(limit, KNN_LIMIT)
         expired = self.count_expired(scope, on) if on is not None else 0
         ready = self._ready(scope) if filters is None else None
         if ready is None:
-            return self._scanned(embedding, scope, k, filters, on, expired), self.bm25_memories(
-                terms, scope, limit, filters, on)
+            hits = self.bm25_memories(terms, scope, limit, filters, on)
+            return self._scanned(embedding(), scope, k, filters, on, expired), hits
         keywords = self.held.beside(self.bm25_memories, terms, scope, limit, filters, on) if terms else None
         try:
-            found = self.held.nearest(ready, embedding, scope, k + expired)
+            found = self.held.nearest(ready, embedding(), scope, k + expired)
         finally:  # even when the product fails: the read must end before the snapshot's transaction
             hits = keywords.result() if keywords else []
         if found is None:
-            return self._scanned(embedding, scope, k, filters, on, expired), hits
+            return self._scanned(embedding(), scope, k, filters, on, expired), hits
         return self._live_within(found, scope, on)[:k], hits
 
     def _scanned(
