@@ -3,7 +3,7 @@ entity links, and the neighbours and questions that keyword context reads."""
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import numpy as np
@@ -128,7 +128,7 @@ class SignalReads(shared.SignalReads, Statements):
             self._user_memories[user_id] = int(found[0][-1])
         return [row[:-1] for row in found]
 
-    def _rows_sized_for(self, user_id: str) -> Any:
+    def _rows_sized_for(self, user_id: str) -> Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]:
         """How to run a read whose best plan depends on the user's size: prepared (``rows``) for a
         user this snapshot has counted at no more than ``EXACT_SCAN_ROWS`` memories, where one plan
         suits every user and planning each call cost about 0.7 ms of a search; planned for each
