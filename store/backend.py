@@ -248,8 +248,8 @@ class Snapshot(Protocol):
     def memories_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, MemoryRow]:
         """Rows by key (missing ones skipped)."""
     def texts_by_rowid(self, rowids: Sequence[int], scope: Scope) -> dict[int, str]:
-        """Texts by key (missing ones skipped): all that ranking reads of its candidates and their
-        neighbours, without the rest of each row."""
+        """Texts by key (missing ones skipped), without the rest of each row: what the shared
+        ``neighbourhood`` reads of ranked candidates and their neighbours."""
     def list_memories(
         self, scope: Scope, filters: Filter | None, on: str | None, limit: int, offset: int
     ) -> list[MemoryRow]:
