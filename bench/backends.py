@@ -328,8 +328,9 @@ def run_case(case: Case, base: Config, embedder: Embedder, nlp: NLP, pool: Pool,
                    for name in BACKENDS}
         load_stores(engines, locations, rows, pool, run, first)
         asked = set(case.user_ids())
-        measure_search(engines, questions, {user: vectors for user, vectors in Pool.vectors_by_user(rows).items()
-                                            if user in asked}, run)
+        vectors = {user: vectors for user, vectors in Pool.vectors_by_user(rows).items() if user in asked}
+        del rows  # a million loaded rows hold about 3 GB that the stores' pages need while they are searched
+        measure_search(engines, questions, vectors, run)
         measure_add_many(engines, pool.texts[:batch], run, first)
         for name, engine in engines.items():
             run.backends[name].store_bytes = engine.backend.size_bytes()
