@@ -329,7 +329,7 @@ def run_case(case: Case, base: Config, embedder: Embedder, nlp: NLP, pool: Pool,
         load_stores(engines, locations, rows, pool, run, first)
         asked = set(case.user_ids())
         vectors = {user: vectors for user, vectors in Pool.vectors_by_user(rows).items() if user in asked}
-        del rows  # a million loaded rows hold about 3 GB that the stores' pages need while they are searched
+        del rows  # most of the 5.2 GB the process held after loading a million; the stores share the machine with it
         measure_search(engines, questions, vectors, run)
         measure_add_many(engines, pool.texts[:batch], run, first)
         for name, engine in engines.items():
