@@ -513,3 +513,24 @@ def test_the_neighbourhood_of_ranked_candidates_is_read_within_the_scope_and_the
     assert around.texts == {a: first.text, q: asking.text, n: nurse.text, c: cat.text}
     assert kept.adjacent[n] == [q, n + 1]  # with no day asked about, the expired turn is a neighbour
     assert kept.texts[n + 1] == "Ana's old parking permit for the hospital."
+
+
+def test_the_nearest_entities_of_a_scope_come_nearest_first(engine: Engine) -> None:
+    """``Snapshot.knn_entities``: for each query, the scope's entities nearest first with their
+    cosine distances, a smaller limit giving the first of the same list. Entity matching relies on
+    the order: the entities similar enough to match are the list's leading run."""
+    engine.add_many([MemoryInput(text) for text in (
+        "Ana met Bruno in Lisbon.", "Ana and Carla flew to Porto.", "Bruno works at Santa Maria hospital.",
+    )], user_id="ana")
+    engine.add("Bruno Duarte moved to Lisbon.", user_id="bo")
+    vectors = engine.embedder.embed_batch(["lisbon", "bruno"])
+    with engine.backend.snapshot() as view:
+        every = view.knn_entities(vectors, Scope("ana"), 500)
+        first = view.knn_entities(vectors, Scope("ana"), 2)
+    for hits, name in zip(every, ("lisbon", "bruno")):
+        distances = [distance for _, _, distance in hits]
+        assert distances == sorted(distances)
+        assert hits[0][1].lower() == name and hits[0][2] == pytest.approx(0.0, abs=1e-4)
+        assert "bruno duarte" not in {text.lower() for _, text, _ in hits}  # Bo's
+    assert {entity for entity, _, _ in every[0]} == {entity for entity, _, _ in every[1]}  # the whole scope
+    assert first == [hits[:2] for hits in every]

@@ -285,14 +285,14 @@ def entity_boosts(
     matched: list[tuple[str, dict[int, tuple[str, float]], dict[int, int]]] = []
     found = snapshot.knn_entities(prepared.entity_embeddings, request.scope, scoring.ENTITY_SEARCH_LIMIT)
     for query_entity, hits in zip(prepared.entities, found):
-        scored = [(entity_id, text, scoring.similarity_from_distance(distance)) for entity_id, text, distance in hits]
         if query_entity in prepared.names:
-            names_known[query_entity] = name_closeness(query_entity, [(text, similarity) for _, text, similarity in scored])
-        similar = {
-            entity_id: (text, similarity)
-            for entity_id, text, similarity in scored
-            if similarity >= scoring.ENTITY_MATCH_THRESHOLD
-        }
+            names_known[query_entity] = name_closeness(query_entity, hits)
+        similar: dict[int, tuple[str, float]] = {}
+        for entity_id, text, distance in hits:  # nearest first, so the similar ones lead
+            similarity = scoring.similarity_from_distance(distance)
+            if similarity < scoring.ENTITY_MATCH_THRESHOLD:
+                break
+            similar[entity_id] = (text, similarity)
         matching = request.options.entity_match
         names: dict[int, int] = {}  # entity id -> the closest entity it is a longer name of
         if matching != "all" and similar:
@@ -339,13 +339,19 @@ def entity_boosts(
     return best, matches, active, names_known
 
 
-def name_closeness(query_entity: str, stored: Sequence[tuple[str, float]]) -> float:
-    """How well the scope knows a name the query mentions: 1.0 when a stored entity holds all its
-    words ("Atlas" in "Project Atlas"), else the similarity of the closest stored entity."""
+def name_closeness(query_entity: str, nearest: Sequence[tuple[int, str, float]]) -> float:
+    """How well the scope knows a name the query mentions: 1.0 when a stored entity among its
+    ``nearest`` (``Snapshot.knn_entities``: id, text, distance, nearest first) holds all its words
+    ("Atlas" in "Project Atlas"), else the similarity of the closest. A text is split into words
+    only when each word is in it at all (most of 500 are not)."""
     words = set(normalize_entity(query_entity).split())
-    if words and any(words <= set(normalize_entity(text).split()) for text, _ in stored):
+    if words and any(
+        words <= set(normalize_entity(text).split())
+        for _, text, _ in nearest
+        if all(word in text.lower() for word in words)
+    ):
         return 1.0
-    return max((similarity for _, similarity in stored), default=0.0)
+    return scoring.similarity_from_distance(nearest[0][2]) if nearest else 0.0
 
 
 def longer_names(similar: dict[int, tuple[str, float]], name: str) -> list[int]:
