@@ -7,6 +7,7 @@ shares is tested on both by the other modules.
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import sys
 import threading
@@ -23,11 +24,12 @@ from test_transfer import assert_same_store, everything, export_to, fill
 
 from bench.postgres import database_url
 from mcp_server.cli import cli
-from store import Config, Engine, MemoryInput, load_config
+from store import Config, Engine, MemoryInput, clock, load_config
 from store.backend import Unsupported
 from store.errors import TrimemError
 from store.postgres.keywords import USER_POSTINGS_SQL
 from store.postgres.schema import SCHEMA_VERSION
+from store.scope import Scope
 
 
 @pytest.fixture
@@ -295,6 +297,44 @@ def test_a_scope_past_the_exact_scan_is_searched_through_the_hnsw_indexes_with_t
     assert sum("hnsw.ef_search" in statement for statement in statements) == 2 * len(questions)  # memories, entities
     assert approximate == exact and all(exact)
     assert {hit for hits in exact for hit, _ in hits} <= anas
+
+
+COUNTED_KNN = "SELECT count(*) AS n FROM (SELECT 1 FROM memories"
+"""The part of the memories' exact KNN that counts the rows it passes."""
+
+
+def test_the_knn_of_a_users_whole_scope_takes_its_count_from_the_keyword_read(
+    postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keyword read of a user's whole scope counts her memories (her N). When none of them has
+    expired on the day asked about, that is how many rows the KNN of her whole scope passes, so
+    the KNN decides between the exact scan and HNSW without counting them again. A narrower scope,
+    or a day on which one of hers has expired, is still counted; the nearest are the same either way."""
+    today = clock.today()
+    later = (dt.date.fromisoformat(today) + dt.timedelta(days=1)).isoformat()
+    with engine_factory(postgres) as engine:
+        engine.add_many(ANA, user_id="ana", agent_id="guide")
+        permit = engine.add("Ana's old parking permit for the kayak club.", user_id="ana", expiration_date=today)
+        query = engine.embedder.embed_batch(["Where did Ana go kayaking?"])[0]
+        counted: list[str] = []
+        execute = psycopg.Connection.execute
+
+        def recorded(conn, statement, *args, **kwargs):
+            if COUNTED_KNN in str(statement):
+                counted.append(str(statement))
+            return execute(conn, statement, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "execute", recorded)
+        for scope, on, counts in ((Scope("ana"), None, 0), (Scope("ana"), later, 1), (Scope("ana", "guide"), None, 1)):
+            with engine.backend.snapshot() as view:
+                alone = view.knn_memories(query, scope, 10, None, on)  # nothing read before it: counted
+            del counted[:]
+            with engine.backend.snapshot() as view:
+                assert view.bm25_memories(["kayak"], scope, 10, None, on)
+                after_keywords = view.knn_memories(query, scope, 10, None, on)
+                rows = view.memories_by_rowid([rowid for rowid, _ in after_keywords], scope)
+            assert (len(counted), after_keywords) == (counts, alone), (scope, on)
+            assert (permit[0].memory.id in {row.id for row in rows.values()}) == (on is None and scope == Scope("ana"))
 
 
 def searched_statements(engine, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[str, object]], list[str]]:
