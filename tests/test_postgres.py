@@ -299,6 +299,93 @@ def test_a_scope_past_the_exact_scan_is_searched_through_the_hnsw_indexes_with_t
     assert {hit for hits in exact for hit, _ in hits} <= anas
 
 
+KEPT_COUNTS = "SELECT user_id, sum(memories), sum(terms) FROM keyword_counts GROUP BY user_id HAVING sum(memories) > 0"
+COUNTED = "SELECT user_id, count(*), sum(terms) FROM memories GROUP BY user_id"
+
+
+def keyword_counts(url: str) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:
+    """Each user's N and total length in terms as ``keyword_counts`` keeps them, and as counted."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return ({user: (int(n), int(terms)) for user, n, terms in conn.execute(KEPT_COUNTS)},
+                {user: (int(n), int(terms)) for user, n, terms in conn.execute(COUNTED)})
+
+
+def test_each_users_keyword_counts_follow_its_memories_new_or_upgraded(postgres: Config, engine_factory) -> None:
+    """Migration 11: each user's N and total length in terms are kept in ``keyword_counts`` by every
+    write (an add, a new text, a delete, a scope's delete) instead of counted by each search; on a
+    database from before they are counted once when it is opened, and the search finds what it
+    found before. ``trimem doctor`` names a user whose kept counts disagree with its memories."""
+    url = postgres.store.database_url
+    question = "Where did Ana go kayaking?"
+    with engine_factory(postgres) as engine:
+        added = engine.add_many(ANA, user_id="ana")
+        engine.add_many([MemoryInput("Kenji's bonsai from Kyoto needs water twice a week."),
+                         MemoryInput("Kenji kayaked the Douro gorge too.")], user_id="kenji")
+        steps = [
+            lambda: engine.update(added[1].memory.id, text="Ana's sister Rita lives in Porto with two cats and a parrot.",
+                                   user_id="ana"),
+            lambda: engine.add("Ana climbed the Pico volcano in the Azores.", user_id="ana", agent_id="guide"),
+            lambda: engine.delete(added[0].memory.id, user_id="ana"),
+            lambda: engine.delete_all(user_id="kenji"),
+            lambda: engine.add("Ana kayaked the Douro gorge again in June.", user_id="ana"),
+        ]
+        history = [keyword_counts(url)]
+        for step in steps:
+            step()
+            history.append(keyword_counts(url))
+        assert engine.check() == []
+        before = engine.search(question, user_id="ana", top_k=2)
+    for kept, counted in history:
+        assert kept == counted
+    assert [set(kept) for kept, _ in history] == [{"ana", "kenji"}] * 4 + [{"ana"}] * 2
+    assert history[1][0]["ana"][1] > history[0][0]["ana"][1]  # the new text is longer
+
+    with psycopg.connect(url, autocommit=True) as conn:  # the database as it was before migration 11
+        conn.execute("DROP TABLE keyword_counts")
+        conn.execute("UPDATE schema_version SET version = 10")
+    with engine_factory(postgres) as engine:
+        after = engine.search(question, user_id="ana", top_k=2)
+        assert keyword_counts(url) == history[-1]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("UPDATE keyword_counts SET memories = memories + 1 WHERE user_id = 'ana'")
+        assert [violation.detail for violation in engine.check()] == [
+            "user ana has keyword counts (its memories and their length in terms) that disagree with its memories"]
+    assert [(hit.memory.id, hit.score) for hit in after] == [(hit.memory.id, hit.score) for hit in before]
+
+
+def test_writers_of_one_user_on_two_servers_keep_her_counts_exact(
+    postgres: Config, engine_factory: Callable[..., Engine]
+) -> None:
+    """Eight sessions on two servers (two pools) add, rewrite and delete memories of one user at
+    once, each change adding to its session's row of her counts: afterwards every acknowledged
+    write is counted, her kept N and length are those of her memories, and doctor finds nothing."""
+    first, second = engine_factory(postgres), engine_factory(postgres)
+    try:
+        seeded = first.add_many([MemoryInput(f"Ana's note {i} about the Douro trip.") for i in range(16)], user_id="ana")
+        start, acknowledged = threading.Barrier(8), []
+
+        def session(number: int, engine: Engine) -> None:
+            start.wait()
+            for line in range(6):
+                acknowledged.append(engine.add(f"Session {number} of Ana wrote line {line} about kayaks.", user_id="ana"))
+            engine.update(seeded[number].memory.id, user_id="ana",
+                          text=f"Ana's note {number} rewritten with many more words about the gorge and the river.")
+            engine.delete(seeded[8 + number].memory.id, user_id="ana")
+
+        threads = [threading.Thread(target=session, args=(number, (first, second)[number % 2])) for number in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        kept, counted = keyword_counts(postgres.store.database_url)
+        assert len(acknowledged) == 48 and kept == counted
+        assert kept["ana"][0] == 16 + 48 - 8 == len(first.list(user_id="ana", limit=100))
+        assert first.check() == []
+    finally:
+        first.close()
+        second.close()
+
+
 COUNTED_KNN = "SELECT count(*) AS n FROM (SELECT 1 FROM memories"
 """The part of the memories' exact KNN that counts the rows it passes."""
 

@@ -67,7 +67,9 @@ class PostgresBackend:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[PostgresTransaction]:
         with self._session(write=True) as conn:
-            yield PostgresTransaction(conn)
+            transaction = PostgresTransaction(conn)
+            yield transaction
+            transaction.write_keyword_counts()
 
     def status(self) -> dict[str, Any]:
         with self._session(write=False) as conn:

@@ -4,7 +4,9 @@ PostgreSQL has no ``bm25()``, so each memory's lemmatized terms are stored as po
 (``memory_terms``: user, term, memory, frequency, and the memory's length in terms, also in
 ``memories.terms``), and the score is computed in SQL by the rule of ``store.sql.keywords``,
 which SQLite's backend follows too: N, n(t) and avgdl counted over the memories of the user
-the query is scoped to, so one user's ranking never depends on another user's memories.
+the query is scoped to, so one user's ranking never depends on another user's memories. Each
+user's N and total length are kept in ``keyword_counts`` as its memories change
+(``schema.m011_keyword_counts``), as SQLite keeps them in ``keyword_users``.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ KEYWORD_WEIGHTS_SQL = f"""
 WITH query AS (
     SELECT term, count(*) AS repeats FROM unnest(%s::text[]) AS q(term) GROUP BY term
 ), corpus AS (
-    SELECT count(*)::float8 AS documents, greatest(coalesce(sum(c.terms), 0), 1)::float8 AS tokens
-    FROM memories c WHERE {{corpus}}
+    SELECT coalesce(sum(c.memories), 0)::float8 AS documents, greatest(coalesce(sum(c.terms), 0), 1)::float8 AS tokens
+    FROM keyword_counts c WHERE {{corpus}}
 ), postings AS MATERIALIZED (
     SELECT p.user_id, p.term, p.memory_rowid, p.frequency, p.length FROM memory_terms p
     WHERE {{postings}} AND p.term = ANY(%s::text[])
@@ -29,8 +31,8 @@ WITH query AS (
 the user's postings of the query's terms (read once, ``MATERIALIZED``, for their counts and
 their scores) and each term's weight. Its parameters: the query terms, those of ``{corpus}``
 (the user the counts are over, on ``c``), those of ``{postings}`` (the same, on ``p``), and the
-query terms again. The counts come from the index ``memories_keywords``
-(``schema.m005_keyword_index``), not the table's rows."""
+query terms again. The user's N and length are the sum of its rows of ``keyword_counts``
+(``schema.m011_keyword_counts``), not counted from its memories."""
 
 SCORE_SQL = term_score_sql("w.weight", "p.frequency", "p.length", "(corpus.tokens / corpus.documents)")
 """A posting's share of its memory's score, from the posting alone (it carries the memory's length)."""
@@ -51,9 +53,9 @@ user's N. Its parameters after ``KEYWORD_WEIGHTS_SQL``'s: those of ``{scope}`` a
 ``memories_keywords``."""
 
 USER_POSTINGS_SQL = """
-SELECT NULL, count(*)::float8, greatest(coalesce(sum(c.terms), 0), 1)::float8, NULL::bytea, NULL::bytea, NULL::bytea,
-    {expired}
-FROM memories c WHERE {corpus}
+SELECT NULL, coalesce(sum(c.memories), 0)::float8, greatest(coalesce(sum(c.terms), 0), 1)::float8, NULL::bytea,
+    NULL::bytea, NULL::bytea, {expired}
+FROM keyword_counts c WHERE {corpus}
 UNION ALL
 SELECT p.term, NULL, NULL, string_agg(int8send(p.memory_rowid), ''), string_agg(int4send(p.frequency), ''),
     string_agg(int4send(p.length), ''), NULL
@@ -67,9 +69,9 @@ each of the query's terms the user wrote, with its postings as three byte string
 their frequencies of it and their lengths, each a big-endian integer (8, 4 and 4 bytes), so they
 reach numpy without a Python object each (an array's elements as Python ints took 5 ms of 20 for
 44,000 postings). Its parameters: those of ``{expired}``, of ``{corpus}`` (the user, on ``c``), of
-``{postings}`` (the same, on ``p``), and the query terms. The reads are index-only scans
-(``memories_keywords``; ``memory_terms``' primary key, which carries each posting's frequency and
-length since migration 9) and a probe of the expiry index. Summing PostgreSQL's rows per memory
+``{postings}`` (the same, on ``p``), and the query terms. The reads are the user's few rows of
+``keyword_counts``, an index-only scan (``memory_terms``' primary key, which carries each posting's
+frequency and length since migration 9) and a probe of the expiry index. Summing PostgreSQL's rows per memory
 took 60 ms for one scope of 100,000 chat turns, whose common terms have tens of thousands of
 postings; this read and the sum in numpy take under 20."""
 

@@ -22,6 +22,13 @@ PROBES = {
         "WHERE p.user_id = m.user_id AND p.memory_rowid = m.rowid AND p.length <> m.terms) ORDER BY m.rowid LIMIT 100"),
         "memory {} has keyword postings that disagree with its length in terms",
     ),
+    "keyword_counts": (
+        ("SELECT coalesce(m.user_id, k.user_id) FROM (SELECT user_id, count(*) AS n, coalesce(sum(terms), 0) AS t "
+        "FROM memories GROUP BY user_id) m FULL JOIN (SELECT user_id, sum(memories) AS n, sum(terms) AS t "
+        "FROM keyword_counts GROUP BY user_id) k ON k.user_id = m.user_id "
+        "WHERE coalesce(m.n, 0) <> coalesce(k.n, 0) OR coalesce(m.t, 0) <> coalesce(k.t, 0) ORDER BY 1 LIMIT 100"),
+        "user {} has keyword counts (its memories and their length in terms) that disagree with its memories",
+    ),
     "orphan_entities": (
         ("SELECT e.id FROM entities e WHERE NOT EXISTS (SELECT 1 FROM memory_entities l "
         "WHERE l.user_id = e.user_id AND l.entity_id = e.id) ORDER BY e.id LIMIT 100"),

@@ -38,6 +38,17 @@ POSTING_COLUMNS = ("user_id", "term", "memory_rowid", "frequency", "length")
 
 EXPORT_BATCH = 500
 """Rows fetched at a time by an export's server-side cursor."""
+KEYWORD_SLOTS = 64
+"""The rows each user's keyword counts are spread over (``keyword_counts``): a write transaction
+adds to the row of its server session's slot, so writers of the same user meet on one row only
+when their sessions share a slot."""
+KEYWORD_COUNTS_SQL = f"""
+INSERT INTO keyword_counts AS k (user_id, slot, memories, terms)
+SELECT changed.user_id, pg_backend_pid() %% {KEYWORD_SLOTS}, changed.memories, changed.terms
+FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS changed(user_id, memories, terms) ORDER BY changed.user_id
+ON CONFLICT (user_id, slot) DO UPDATE SET memories = k.memories + excluded.memories, terms = k.terms + excluded.terms
+"""
+"""Each user's change of N and of total length in terms, added to the session's slot of it."""
 
 
 class MemoryReads(shared.MemoryReads, Statements):
@@ -115,6 +126,25 @@ class MemoryReads(shared.MemoryReads, Statements):
 class MemoryWrites(shared.MemoryWrites, Statements):
     """Memory rows, their postings and history as a transaction writes them."""
 
+    keyword_changes: dict[str, list[int]]
+    """Each user's change of N and of total length in terms that this transaction made, written
+    by ``write_keyword_counts``."""
+
+    def _count_keywords(self, user_id: str, memories: int, terms: int) -> None:
+        change = self.keyword_changes.setdefault(user_id, [0, 0])
+        change[0] += memories
+        change[1] += terms
+
+    def write_keyword_counts(self) -> None:
+        """The transaction's changes of each user's counts, added to ``keyword_counts`` as its last
+        statement, so a row stays locked only while the transaction commits; users in order, so two
+        transactions sharing a slot never wait on each other's rows in turn."""
+        changed = sorted((user_id, *change) for user_id, change in self.keyword_changes.items() if any(change))
+        self.keyword_changes.clear()
+        if changed:
+            users, memories, terms = ([row[i] for row in changed] for i in range(3))
+            self.conn.execute(KEYWORD_COUNTS_SQL, (users, memories, terms))
+
     def insert_memories(self, memories: Sequence[NewMemory]) -> list[int]:
         """Keys drawn from the sequence first, in one statement (one more before each memory kept
         apart from the one before), then the rows and their postings each in one COPY."""
@@ -139,6 +169,8 @@ class MemoryWrites(shared.MemoryWrites, Statements):
             (memory.scope.user_id, term, key, frequency, counts.total())
             for key, memory, counts in zip(keys, memories, frequencies) for term, frequency in counts.items()
         ])
+        for memory, counts in zip(memories, frequencies):
+            self._count_keywords(memory.scope.user_id, 1, counts.total())
         return keys
 
     def rewrite_text(
@@ -153,10 +185,13 @@ class MemoryWrites(shared.MemoryWrites, Statements):
 
     def set_terms(self, rowid: int, scope: Scope, text_lemmatized: str) -> None:
         frequencies = term_frequencies(text_lemmatized)
-        self.conn.execute(
-            "UPDATE memories SET text_lemmatized = %s, terms = %s WHERE user_id = %s AND rowid = %s",
-            (text_lemmatized, frequencies.total(), scope.user_id, rowid),
-        )
+        for (before,) in self.rows(
+            "WITH old AS (SELECT terms FROM memories WHERE user_id = %s AND rowid = %s) "
+            "UPDATE memories SET text_lemmatized = %s, terms = %s WHERE user_id = %s AND rowid = %s "
+            "RETURNING (SELECT terms FROM old)",
+            (scope.user_id, rowid, text_lemmatized, frequencies.total(), scope.user_id, rowid),
+        ):
+            self._count_keywords(scope.user_id, 0, frequencies.total() - before)
         self.conn.execute("DELETE FROM memory_terms WHERE user_id = %s AND memory_rowid = %s", (scope.user_id, rowid))
         self.write_rows("memory_terms", POSTING_COLUMNS,
                         [(scope.user_id, term, rowid, frequency, frequencies.total())
@@ -180,4 +215,6 @@ class MemoryWrites(shared.MemoryWrites, Statements):
         """Its postings and links go by cascade; the entities it leaves unlinked are remembered
         for ``delete_orphan_entities``."""
         self.unlink_entities(rowid, scope)
-        self.conn.execute("DELETE FROM memories WHERE user_id = %s AND rowid = %s", (scope.user_id, rowid))
+        for (terms,) in self.rows("DELETE FROM memories WHERE user_id = %s AND rowid = %s RETURNING terms",
+                                  (scope.user_id, rowid)):
+            self._count_keywords(scope.user_id, -1, -terms)

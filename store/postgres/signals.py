@@ -35,8 +35,8 @@ class SignalReads(shared.SignalReads, Statements):
     def __init__(self, conn: Any) -> None:
         super().__init__(conn)
         self._user_memories: dict[str, int] = {}
-        """Each user's count of memories as a keyword read of this snapshot found it (its N), so
-        entity rarity need not count them again (6 ms at 100,000)."""
+        """Each user's count of memories (its N) as this snapshot read it, by a keyword read or
+        ``scope_count``, so neither reads it again."""
         self._user_live: dict[tuple[str, str | None], int] = {}
         """The same count, for a user none of whose memories has expired on the day (the key's
         second part): how many rows its whole scope's KNN passes, so it need not count them."""
@@ -160,10 +160,14 @@ class SignalReads(shared.SignalReads, Statements):
         return self.rows if known is not None and known <= EXACT_SCAN_ROWS else self.rows_planned_for
 
     def scope_count(self, scope: Scope) -> int:
-        """A user's whole scope: the N a keyword read of this snapshot counted, if one did."""
-        if scope.named().keys() == {"user_id"} and scope.user_id in self._user_memories:
-            return self._user_memories[scope.user_id]
-        return super().scope_count(scope)
+        """A user's whole scope: the N a keyword read of this snapshot found, else its kept count."""
+        if scope.named().keys() != {"user_id"}:
+            return super().scope_count(scope)
+        if scope.user_id not in self._user_memories:
+            (counted,) = self.row("SELECT coalesce(sum(memories), 0) FROM keyword_counts WHERE user_id = %s",
+                                  (scope.user_id,))
+            self._user_memories[scope.user_id] = int(counted)
+        return self._user_memories[scope.user_id]
 
     def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
         if not len(embeddings):

@@ -37,6 +37,7 @@ class PostgresTransaction(PostgresSnapshot, MemoryWrites, EntityWrites, TokenWri
     def __init__(self, conn: psycopg.Connection) -> None:
         super().__init__(conn)
         self.unlinked = set()
+        self.keyword_changes = {}
 
     def _lock(self, *key: str) -> None:
         self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("\x1f".join(key),))
