@@ -28,7 +28,7 @@ from store import Config, Engine, MemoryInput, clock, load_config
 from store.backend import Unsupported
 from store.errors import TrimemError
 from store.postgres.keywords import USER_POSTINGS_SQL
-from store.postgres.schema import SCHEMA_VERSION
+from store.postgres.schema import SCHEMA_VERSION, keyword_counts_sql
 from store.scope import Scope
 
 
@@ -384,6 +384,33 @@ def test_writers_of_one_user_on_two_servers_keep_her_counts_exact(
     finally:
         first.close()
         second.close()
+
+
+def test_counting_afresh_while_a_server_writes_keeps_every_write_counted(postgres: Config, engine_factory) -> None:
+    """The SQL of migration 11, run again in one transaction beside running servers, counts every
+    user afresh: a write that would add to the counts meanwhile waits for it to commit, then adds
+    its own memory, so neither is lost nor counted twice. The write comes from a server of its
+    own (its own slot) after the old counts are deleted and before the memories are counted,
+    where a write let through would be counted twice."""
+    url = postgres.store.database_url
+    statements = [statement for statement in keyword_counts_sql().split(";\n") if statement.strip()]
+    counting = next(i for i, statement in enumerate(statements) if statement.startswith("INSERT"))
+    with engine_factory(postgres) as first, engine_factory(postgres) as second:
+        first.add_many(ANA, user_id="ana")
+        with psycopg.connect(url) as recount:  # one transaction, as the docs say to run it
+            for statement in statements[:counting]:
+                recount.execute(statement)
+            writer = threading.Thread(target=second.add, args=("Ana bought a kayak in Porto.",), kwargs={"user_id": "ana"})
+            writer.start()
+            writer.join(timeout=1.0)
+            assert writer.is_alive()  # held back until the recount commits
+            for statement in statements[counting:]:
+                recount.execute(statement)
+        writer.join(timeout=30)
+        assert not writer.is_alive()
+        kept, counted = keyword_counts(url)
+        assert kept == counted and kept["ana"][0] == 3
+        assert first.check() == []
 
 
 COUNTED_KNN = "SELECT count(*) AS n FROM (SELECT 1 FROM memories"

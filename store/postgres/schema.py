@@ -278,6 +278,7 @@ def keyword_counts_sql() -> str:
             terms bigint NOT NULL,
             PRIMARY KEY (user_id, slot)
         );
+        LOCK TABLE keyword_counts IN EXCLUSIVE MODE;
         DELETE FROM keyword_counts;
         INSERT INTO keyword_counts (user_id, slot, memories, terms)
         SELECT user_id, 0, count(*), coalesce(sum(terms), 0) FROM memories GROUP BY user_id;
@@ -290,7 +291,9 @@ def m011_keyword_counts(conn: psycopg.Connection, dimension: int) -> None:
     up to ``memories.KEYWORD_SLOTS`` rows; a write transaction adds its changes to the row of its
     server session's slot just before it commits (``MemoryWrites.write_keyword_counts``), so two
     writers of the same user wait on each other only when their sessions share a slot, and then
-    only for the other's commit. Counted afresh from the memories, so running it again recounts."""
+    only for the other's commit. Counted afresh from the memories, so running it again (in one
+    transaction) recounts: the lock holds back the writers' additions, whose memories are not
+    committed yet, while searches go on reading the counts before it."""
     conn.execute(keyword_counts_sql())
 
 
