@@ -413,6 +413,63 @@ def test_counting_afresh_while_a_server_writes_keeps_every_write_counted(postgre
         assert first.check() == []
 
 
+def test_two_writers_removing_an_entitys_last_two_links_delete_it(postgres: Config, engine_factory) -> None:
+    """Two servers each delete one of the two memories that link an entity, at the same time: the
+    second waits at its first link removed until the first commits, then finds the entity linked
+    to nothing and deletes it. Each alone would see the other's link and keep it, linked to nothing."""
+    url = postgres.store.database_url
+    scope = Scope("ana")
+    with engine_factory(postgres) as first, engine_factory(postgres) as second:
+        added = first.add_many([MemoryInput("Ana rowed across Lake Bled."), MemoryInput("Ana swam in Lake Bled.")],
+                               user_id="ana")
+        with first.backend.snapshot() as view:
+            rowid = {row.id: key for key, row in view.memories_by_rowid(view.scope_rowids(scope), scope).items()}
+
+        def forget(engine: Engine, memory_id: str) -> None:
+            with engine.backend.transaction() as txn:
+                txn.delete_memory(rowid[memory_id], scope)
+                txn.delete_orphan_entities()
+
+        with first.backend.transaction() as txn:
+            txn.delete_memory(rowid[added[0].memory.id], scope)
+            txn.delete_orphan_entities()
+            other = threading.Thread(target=forget, args=(second, added[1].memory.id))
+            other.start()
+            other.join(timeout=1.0)
+            assert other.is_alive()  # held back until the first commits
+        other.join(timeout=30)
+        assert not other.is_alive()
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM entities WHERE normalized = 'lake bled'").fetchone()[0] == 0
+        assert first.check() == []
+
+
+def test_a_memory_added_while_its_entity_is_deleted_as_unlinked_is_linked_to_it_anew(
+    postgres: Config, engine_factory
+) -> None:
+    """One server deletes the last memory linking an entity (and so the entity) while another adds
+    a memory naming it: the add waits for the delete to commit, then makes the entity anew and
+    links it. Before, it found the entity the delete was removing, and either failed with a write
+    conflict or, had it committed first, had its link deleted with the entity."""
+    scope = Scope("ana")
+    with engine_factory(postgres) as first, engine_factory(postgres) as second:
+        first.add("Ana rowed across Lake Bled.", user_id="ana")
+        with first.backend.snapshot() as view:
+            (rowid,) = view.scope_rowids(scope)
+        added: list = []
+        with first.backend.transaction() as txn:
+            txn.delete_memory(rowid, scope)
+            txn.delete_orphan_entities()
+            adder = threading.Thread(target=lambda: added.extend(second.add("Ana swam in Lake Bled.", user_id="ana")))
+            adder.start()
+            adder.join(timeout=1.0)
+            assert adder.is_alive()  # held back until the delete commits
+        adder.join(timeout=30)
+        assert [result.event for result in added] == ["ADD"]
+        assert "lake bled" in first.entities(added[0].memory.id, user_id="ana")
+        assert first.check() == []
+
+
 COUNTED_KNN = "SELECT count(*) AS n FROM (SELECT 1 FROM memories"
 """The part of the memories' exact KNN that counts the rows it passes."""
 
