@@ -19,7 +19,7 @@ from typing import Any, Self, get_args
 
 import numpy as np
 
-from store import admin, cancellation, clock, ids
+from store import admin, cancellation, clock, ids, retries
 from store.analysis import reanalysis
 from store.analysis.embeddings import Embedder, NameVectors, open_embedder
 from store.analysis.entities import normalize_entity
@@ -328,14 +328,16 @@ class Engine:
         modelled = dict(zip(fresh, zip(analyses, embeddings)))
         stamp = clock.now()
         cancellation.checkpoint()
-        with self.backend.transaction() as txn:
+
+        def write(txn: Transaction) -> list[tuple[str, MemoryRow | None]]:
+            written = list(outcomes)  # each attempt starts from what the snapshot found
             pending: dict[int, MemoryWrite] = {}
             pending_keys: set[tuple[Any, ...]] = set()  # the ``_unique_keys`` of the pending memories
 
             def write_pending() -> None:
                 write_memories(txn, list(pending.values()), entity_vectors)
                 for j in pending:
-                    outcomes[j] = ("ADD", txn.find_by_hash(memories[j].scope, memories[j].hash))
+                    written[j] = ("ADD", txn.find_by_hash(memories[j].scope, memories[j].hash))
                 pending.clear()
                 pending_keys.clear()
 
@@ -347,7 +349,7 @@ class Engine:
                 if _unique_keys(item) & pending_keys:
                     write_pending()  # so that ``stored`` finds the twin written before it
                 if outcome := stored(txn, item):
-                    outcomes[i], skipped = outcome, True  # another process stored it since we looked
+                    written[i], skipped = outcome, True  # another process stored it since we looked
                     continue
                 analysis, embedding = modelled[i]
                 created_at = item.created_at or stamp
@@ -363,7 +365,9 @@ class Engine:
                 pending[i] = MemoryWrite(memory, analysis.entities, item.history or [added])
                 pending_keys.update(_unique_keys(item))
             write_pending()
-        return outcomes
+            return written
+
+        return retries.transact(self.backend, write)
 
     def update(
         self,
@@ -403,7 +407,8 @@ class Engine:
         if new_text is not None and new_text != row.text:
             (analysis,), (embedding,), entity_vectors = self._analyse_and_embed([new_text])
         stamp = clock.now()
-        with self.backend.transaction() as txn:
+
+        def write(txn: Transaction) -> Memory:
             row = ids.get_row(txn, memory_id, scope)  # it may have changed while the models ran
             final_text = row.text if analysis is None else new_text
             if new_metadata is None:
@@ -435,28 +440,36 @@ class Engine:
                 row.id, "UPDATE", row.text, final_text, row.metadata, final_metadata, stamp))])
             return to_memory(ids.get_row(txn, memory_id, scope))
 
+        return retries.transact(self.backend, write)
+
     def delete(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> Memory:
         """Forget one memory: its vector, keyword row and entity links go with it."""
         scope = check_scope(user_id, agent_id, run_id)
         self._check_writable()
-        with self.backend.transaction() as txn:
+
+        def write(txn: Transaction) -> MemoryRow:
             row = ids.get_row(txn, memory_id, scope)
             self._delete_row(txn, row)
             txn.delete_orphan_entities()
-        return to_memory(row)
+            return row
+
+        return to_memory(retries.transact(self.backend, write))
 
     def delete_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> int:
         """Forget every memory in a scope; returns how many."""
         scope = check_scope(user_id, agent_id, run_id)
         self._check_writable()
-        with self.backend.transaction() as txn:
+
+        def write(txn: Transaction) -> int:
             rowids = txn.scope_rowids(scope)
             for row in txn.memories_by_rowid(rowids, scope).values():
                 self._delete_row(txn, row)
             txn.delete_orphan_entities()
-        return len(rowids)
+            return len(rowids)
+
+        return retries.transact(self.backend, write)
 
     def restore(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None

@@ -49,6 +49,12 @@ class DatabaseUnavailable(TrimemError):
     """What a caller is told to wait before trying again (HTTP ``Retry-After``)."""
 
 
+class WriteConflict(TrimemError):
+    """Another server's write collided with this one (PostgreSQL: a deadlock, or a row changed
+    under it); nothing of this write was kept. The engine runs a write again before it says so
+    (``store.retries``)."""
+
+
 class DiskFull(TrimemError):
     """The disk holding a file trimem writes has no space left; nothing was written."""
 

@@ -16,7 +16,8 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from store.backend import Backend, TokenRow
+from store import retries
+from store.backend import Backend, TokenRow, Transaction
 from store.clock import now, today
 from store.errors import InvalidArgument, NotFound, shown
 from store.scope import Scope
@@ -118,11 +119,14 @@ class Tokens:
             expires_on=expires_on, last_used_at=None, sessions_cleared_at=None,
         )
         self._check_writable()
-        with self.backend.transaction() as txn:
+
+        def write(txn: Transaction) -> None:
             if any(existing.name == row.name for existing in txn.list_tokens()):
                 raise InvalidArgument(f"a token named {shown(row.name)} exists already; choose another --name, or "
                                       "revoke that one first")
             txn.insert_token(row)
+
+        retries.transact(self.backend, write)
         return IssuedToken(secret=secret, token=_info(row))
 
     def list(self) -> list[TokenInfo]:
@@ -133,10 +137,13 @@ class Tokens:
     def revoke(self, name_or_prefix: str) -> TokenInfo:
         """Remove the token with this name, or the one whose prefix starts with this (``tm_…``)."""
         self._check_writable()
-        with self.backend.transaction() as txn:
+
+        def write(txn: Transaction) -> TokenRow:
             row = _named(txn.list_tokens(), name_or_prefix)
             txn.delete_token(row.name)
-        return _info(row)
+            return row
+
+        return _info(retries.transact(self.backend, write))
 
     def clear_sessions(self, name_or_prefix: str) -> TokenInfo:
         """End every session the token (named as for ``revoke``) holds open, on every server of the
@@ -148,10 +155,13 @@ class Tokens:
         """
         self._check_writable()
         moment = now()
-        with self.backend.transaction() as txn:
+
+        def write(txn: Transaction) -> TokenRow:
             row = _named(txn.list_tokens(), name_or_prefix)
             txn.clear_token_sessions(row.name, moment)
-        return _info(dataclasses.replace(row, sessions_cleared_at=moment))
+            return row
+
+        return _info(dataclasses.replace(retries.transact(self.backend, write), sessions_cleared_at=moment))
 
     def verify(self, secret: str) -> TokenInfo | None:
         """The token ``secret`` is, when it is stored and has not expired; ``None`` otherwise.
@@ -166,8 +176,7 @@ class Tokens:
         moment = now()
         if not self.backend.read_only and (row.last_used_at is None or _seconds_between(row.last_used_at, moment)
                                            >= TOUCH_SECONDS):
-            with self.backend.transaction() as txn:
-                txn.touch_token(row.name, moment)
+            retries.transact(self.backend, lambda txn: txn.touch_token(row.name, moment))
         return _info(row)
 
     def _check_writable(self) -> None:

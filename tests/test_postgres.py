@@ -11,6 +11,7 @@ import datetime as dt
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -469,6 +470,39 @@ def test_a_memory_added_while_its_entity_is_deleted_as_unlinked_is_linked_to_it_
         assert "lake bled" in first.entities(added[0].memory.id, user_id="ana")
         assert first.check() == []
 
+
+
+def test_a_write_that_deadlocks_with_another_servers_is_run_again(postgres: Config, engine_factory) -> None:
+    """Another server holds Ana's entity lock and asks for the row a delete of hers has locked,
+    while the delete waits for the entity lock: a deadlock, which PostgreSQL ends by rolling the
+    delete back whole. The engine runs the delete again once the other has committed, and the
+    caller sees it done. Before, the caller was told to send it again."""
+    url = postgres.store.database_url
+    failed: list[BaseException] = []
+    deleted: list = []
+
+    def delete() -> None:
+        try:
+            deleted.append(engine.delete(added.id, user_id="ana"))
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            failed.append(exc)
+
+    with engine_factory(postgres) as engine, psycopg.connect(url, autocommit=True) as other:
+        (added,) = [result.memory for result in engine.add("Ana rowed across Lake Bled.", user_id="ana")]
+        with other.transaction():
+            other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("entities\x1fana",))
+            deleter = threading.Thread(target=delete)
+            deleter.start()
+            waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            deadline = time.monotonic() + 30
+            while other.execute(waiting).fetchone()[0] == 0:  # the delete holds the row and waits for us
+                assert time.monotonic() < deadline and deleter.is_alive(), failed
+                time.sleep(0.01)
+            other.execute("SELECT 1 FROM memories WHERE id = %s FOR UPDATE", (added.id,))  # the deadlock
+        deleter.join(timeout=30)
+        assert failed == [] and [memory.id for memory in deleted] == [added.id]
+        assert engine.list(user_id="ana") == []
+        assert engine.check() == []
 
 COUNTED_KNN = "SELECT count(*) AS n FROM (SELECT 1 FROM memories"
 """The part of the memories' exact KNN that counts the rows it passes."""

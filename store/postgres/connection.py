@@ -15,7 +15,7 @@ from pgvector.psycopg import register_vector
 from psycopg import errors as pg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from store.errors import DatabaseUnavailable, DiskFull, InvalidArgument, TrimemError
+from store.errors import DatabaseUnavailable, DiskFull, InvalidArgument, TrimemError, WriteConflict
 
 SETTING = "store.database_url (TRIMEM_DATABASE_URL)"
 CONNECT_TIMEOUT_S = 5
@@ -23,10 +23,6 @@ POOL_WAIT_S = 30
 """How long a call waits for a free connection of the pool before it is refused."""
 FIRST_WAIT_S = 1.0
 """How long a call waits for a pooled connection before it asks whether the server answers at all."""
-
-
-class WriteConflict(TrimemError):
-    """Another server's write collided with this one; nothing of this write was kept."""
 
 
 def connect(url: str, where: str) -> psycopg.Connection:
