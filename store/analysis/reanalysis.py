@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 
+import numpy as np
+
+from store import retries
 from store.analysis.embeddings import NameVectors
 from store.analysis.linking import link_entities
-from store.analysis.nlp import NLP
-from store.backend import Backend, MemoryRow
-from store.scope import EVERY_SCOPE
+from store.analysis.nlp import NLP, Analysis
+from store.backend import Backend, MemoryRow, Transaction
+from store.scope import EVERY_SCOPE, Scope
 
 logger = logging.getLogger(__name__)
 
@@ -91,18 +95,22 @@ def reanalyse(backend: Backend, nlp: NLP, names: NameVectors, due: Due) -> int:
         analyses = nlp.analyze_batch([text for _, _, text in batch])
         entities = list(dict.fromkeys(e.normalized for a in analyses for e in a.entities))
         vectors = dict(zip(entities, names.embed(entities)))
-        with backend.transaction() as txn:
-            current = txn.memories_by_rowid([rowid for rowid, _, _ in batch], EVERY_SCOPE)
-            for (rowid, scope, text), analysis in zip(batch, analyses):
-                row = current.get(rowid)
-                if row is None or row.text != text:
-                    continue  # deleted or edited since: its own write analysed it
-                txn.set_terms(rowid, scope, analysis.lemmatized)
-                txn.set_analysis_degraded(rowid, scope, analysis.degraded)
-                txn.unlink_entities(rowid, scope)
-                link_entities(txn, rowid, scope, analysis.entities, vectors)
-            txn.delete_orphan_entities()
+        retries.transact(backend, partial(_rewrite, batch=batch, analyses=analyses, vectors=vectors))
     if due.rules_changed:
-        with backend.transaction() as txn:
-            txn.set_analysis_version(ANALYSIS_VERSION)
+        retries.transact(backend, lambda txn: txn.set_analysis_version(ANALYSIS_VERSION))
     return len(rows)
+
+
+def _rewrite(txn: Transaction, batch: list[tuple[int, Scope, str]], analyses: list[Analysis],
+             vectors: dict[str, np.ndarray]) -> None:
+    """One batch's new terms, marks and entity links, for the memories still as they were read."""
+    current = txn.memories_by_rowid([rowid for rowid, _, _ in batch], EVERY_SCOPE)
+    for (rowid, scope, text), analysis in zip(batch, analyses):
+        row = current.get(rowid)
+        if row is None or row.text != text:
+            continue  # deleted or edited since: its own write analysed it
+        txn.set_terms(rowid, scope, analysis.lemmatized)
+        txn.set_analysis_degraded(rowid, scope, analysis.degraded)
+        txn.unlink_entities(rowid, scope)
+        link_entities(txn, rowid, scope, analysis.entities, vectors)
+    txn.delete_orphan_entities()
