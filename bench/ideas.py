@@ -236,7 +236,8 @@ def matched_entities(
     """``Asked.entities`` and ``Asked.entity_names``, by the engine's entity KNN within the
     conversation's scope."""
     entities, names = [], {}
-    for hits in view.knn_entities(prepared.entity_embeddings, where, scoring.ENTITY_SEARCH_LIMIT):
+    for hits in view.knn_entities(prepared.entity_embeddings, where, scoring.ENTITY_SEARCH_LIMIT,
+                                  scoring.ENTITY_MATCH_DISTANCE):
         matched = []
         for entity_id, text, distance in hits:
             similarity = scoring.similarity_from_distance(distance)

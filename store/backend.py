@@ -302,9 +302,15 @@ class Snapshot(Protocol):
         """Keyword hits as (key, raw BM25 ≥ 0), best first: FTS5's formula over the memories of the
         scope's user (of every user when it names none; ``store.sql.keywords``), so no other user's
         memories move a score."""
-    def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
-        """For each of ``embeddings`` (one a row), the nearest entities within the scope as
-        (entity id, text, cosine distance), nearest first."""
+    def knn_entities(
+        self, embeddings: np.ndarray, scope: Scope, limit: int, within: float
+    ) -> list[list[tuple[int, str, float]]]:
+        """For each of ``embeddings`` (one a row), of the ``limit`` entities within the scope nearest
+        to it, the nearest and every other at most ``within`` away, as (entity id, text, cosine
+        distance), nearest first: entity matching reads no further."""
+    def entities_holding(self, names: Sequence[str], scope: Scope) -> list[bool]:
+        """For each of ``names`` (normalised), whether an entity of the scope holds all its words
+        (``words_within``)."""
     def entity_links(
         self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
         memory_rowids: Sequence[int] | None = None,

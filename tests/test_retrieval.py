@@ -516,21 +516,41 @@ def test_the_neighbourhood_of_ranked_candidates_is_read_within_the_scope_and_the
 
 
 def test_the_nearest_entities_of_a_scope_come_nearest_first(engine: Engine) -> None:
-    """``Snapshot.knn_entities``: for each query, the scope's entities nearest first with their
-    cosine distances, a smaller limit giving the first of the same list. Entity matching relies on
-    the order: the entities similar enough to match are the list's leading run."""
+    """``Snapshot.knn_entities``: for each query, of the scope's entities nearest to it, the
+    nearest and the others within the distance asked for, nearest first with their cosine
+    distances, a smaller limit giving the first of the same list. Entity matching relies on the
+    order: the entities similar enough to match are the list's leading run."""
     engine.add_many([MemoryInput(text) for text in (
         "Ana met Bruno in Lisbon.", "Ana and Carla flew to Porto.", "Bruno works at Santa Maria hospital.",
     )], user_id="ana")
     engine.add("Bruno Duarte moved to Lisbon.", user_id="bo")
-    vectors = engine.embedder.embed_batch(["lisbon", "bruno"])
+    vectors = engine.embedder.embed_batch(["lisbon", "bruno", "quantum chromodynamics"])
     with engine.backend.snapshot() as view:
-        every = view.knn_entities(vectors, Scope("ana"), 500)
-        first = view.knn_entities(vectors, Scope("ana"), 2)
+        every = view.knn_entities(vectors, Scope("ana"), 500, 2.0)  # cosine distances are at most 2
+        first = view.knn_entities(vectors, Scope("ana"), 2, 2.0)
+        near = view.knn_entities(vectors, Scope("ana"), 500, 0.5)
     for hits, name in zip(every, ("lisbon", "bruno")):
         distances = [distance for _, _, distance in hits]
         assert distances == sorted(distances)
         assert hits[0][1].lower() == name and hits[0][2] == pytest.approx(0.0, abs=1e-4)
         assert "bruno duarte" not in {text.lower() for _, text, _ in hits}  # Bo's
     assert {entity for entity, _, _ in every[0]} == {entity for entity, _, _ in every[1]}  # the whole scope
+    assert len(every[0]) == 7
     assert first == [hits[:2] for hits in every]
+    assert near == [[hit for place, hit in enumerate(hits) if place == 0 or hit[2] <= 0.5] for hits in every]
+    assert [len(hits) for hits in near] == [2, 1, 1]  # Lisbon and Porto; Bruno; the nearest, though far
+    assert near[2][0][2] > 0.5
+
+
+def test_whether_an_entity_of_the_scope_holds_every_word_of_a_name(engine: Engine) -> None:
+    """``Snapshot.entities_holding``: "maria" is in "Santa Maria hospital", in any order of its
+    words; a part of a word is not, nor words spread over two entities, nor another user's."""
+    engine.add_many([MemoryInput(text) for text in (
+        "Ana met Bruno in Lisbon.", "Ana and Carla flew to Porto.", "Bruno works at Santa Maria hospital.",
+    )], user_id="ana")
+    engine.add("Bruno Duarte moved to Lisbon.", user_id="bo")
+    names = ["bruno", "maria", "hospital santa", "mar", "duarte", "lisbon porto", "santa maria hospital", "50%_ off"]
+    with engine.backend.snapshot() as view:
+        assert view.entities_holding(names, Scope("ana")) == [True, True, True, False, False, False, True, False]
+        assert view.entities_holding(["duarte"], Scope("bo")) == [True]
+        assert view.entities_holding([], Scope("ana")) == []

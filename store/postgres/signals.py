@@ -27,6 +27,17 @@ In one scope of 100,000 LoCoMo turns and their near-copies, with the graphs of m
 against the exact KNN is 0.990 to 1.000 at 800 (4.0 to 4.3 ms) and 0.975 to 0.990 at 400, build to build."""
 
 
+def kept(nearest: str, columns: tuple[str, ...], within: float | None) -> tuple[str, list[float]]:
+    """``nearest``, a statement of rows of ``columns`` and their ``distance`` nearest first, cut to
+    the nearest and the others at most ``within`` away (all of them when ``within`` is None), and
+    the parameter that adds."""
+    if within is None:
+        return nearest, []
+    bare = ", ".join(columns)
+    return (f"SELECT {bare}, distance FROM (SELECT {bare}, distance, row_number() OVER (ORDER BY distance) AS place "
+            f"FROM ({nearest}) nearest) kept WHERE place = 1 OR distance <= %s ORDER BY distance"), [within]
+
+
 class SignalReads(shared.SignalReads, Statements):
     """What retrieval reads to rank memories."""
 
@@ -42,9 +53,10 @@ class SignalReads(shared.SignalReads, Statements):
         second part): how many rows its whole scope's KNN passes, so it need not count them."""
 
     def _nearest(self, table: str, columns: tuple[str, ...], embeddings: np.ndarray, where: str, params: list,
-                 limit: int, passing: int | None = None) -> list[list[tuple]]:
+                 limit: int, passing: int | None = None, within: float | None = None) -> list[list[tuple]]:
         """For each of ``embeddings``, the ``limit`` rows of ``table`` (alias ``m``) passing
-        ``where`` nearest to it.
+        ``where`` nearest to it; with ``within``, of those only the nearest and the others at most
+        that far (``kept``).
 
         When few rows pass, they are scanned exactly, for every embedding at once, each row's
         distance computed as it is read (``OFFSET 0`` keeps the planner from the index, so a filter
@@ -55,7 +67,7 @@ class SignalReads(shared.SignalReads, Statements):
         index answers each embedding, with pgvector's iterative scan going on until ``limit`` rows
         pass."""
         if passing is None or passing <= EXACT_SCAN_ROWS:
-            exact = self._scanned(table, columns, embeddings, where, params, limit, counted=passing is None)
+            exact = self._scanned(table, columns, embeddings, where, params, limit, within, counted=passing is None)
             if not exact or exact[0][0] != 0:
                 found: list[list[tuple]] = [[] for _ in embeddings]
                 for i, *row in exact:
@@ -64,17 +76,15 @@ class SignalReads(shared.SignalReads, Statements):
         qualified = ", ".join(f"m.{column}" for column in columns)
         self.conn.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH_MIN, 2 * limit)}")
         self.conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-        return [
-            self.rows_planned_for(
-                f"SELECT {qualified}, m.embedding <=> %s AS distance FROM {table} m WHERE {where} "
-                "ORDER BY distance LIMIT %s",
-                (vector(embedding), *params, limit),
-            )
-            for embedding in embeddings
-        ]
+        nearest, kept_params = kept(
+            f"SELECT {qualified}, m.embedding <=> %s AS distance FROM {table} m WHERE {where} ORDER BY distance LIMIT %s",
+            columns, within,
+        )
+        return [self.rows_planned_for(nearest, (vector(embedding), *params, limit, *kept_params))
+                for embedding in embeddings]
 
     def _scanned(self, table: str, columns: tuple[str, ...], embeddings: np.ndarray, where: str, params: list,
-                 limit: int, *, counted: bool) -> list[tuple]:
+                 limit: int, within: float | None, *, counted: bool) -> list[tuple]:
         """The exact scan of ``_nearest``: rows of (embedding's index from 1, *columns, distance). When
         ``counted``, the rows passing are counted first (at most ``EXACT_SCAN_ROWS + 1`` of them), and
         too many answer one row of index 0 instead."""
@@ -87,11 +97,15 @@ class SignalReads(shared.SignalReads, Statements):
             bounded = f" AND (SELECT n FROM few) <= {EXACT_SCAN_ROWS}"
             many = f" UNION ALL SELECT 0, {nulls} FROM few WHERE n > {EXACT_SCAN_ROWS}"
             count_params = [*params, EXACT_SCAN_ROWS + 1]
+        nearest, kept_params = kept(
+            f"SELECT {bare}, distance FROM (SELECT {qualified}, m.embedding <=> q.embedding AS distance FROM {table} m "
+            f"WHERE {where}{bounded} OFFSET 0) scoped ORDER BY distance LIMIT %s",
+            columns, within,
+        )
         return self.rows(  # %b: the vectors go as their floats (binary), not as their text
             f"{few}SELECT q.i, s.* FROM unnest(%b::vector[]) WITH ORDINALITY AS q(embedding, i) CROSS JOIN LATERAL ("
-            f"SELECT {bare}, distance FROM (SELECT {qualified}, m.embedding <=> q.embedding AS distance FROM {table} m "
-            f"WHERE {where}{bounded} OFFSET 0) scoped ORDER BY distance LIMIT %s) s{many} ORDER BY 1, {len(columns) + 2}",
-            (*count_params, [vector(embedding) for embedding in embeddings], *params, limit),
+            f"{nearest}) s{many} ORDER BY 1, {len(columns) + 2}",
+            (*count_params, [vector(embedding) for embedding in embeddings], *params, limit, *kept_params),
         )
 
     def knn_memories(
@@ -169,11 +183,13 @@ class SignalReads(shared.SignalReads, Statements):
             self._user_memories[scope.user_id] = int(counted)
         return self._user_memories[scope.user_id]
 
-    def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
+    def knn_entities(
+        self, embeddings: np.ndarray, scope: Scope, limit: int, within: float
+    ) -> list[list[tuple[int, str, float]]]:
         if not len(embeddings):
             return []
         where, params = DIALECT.scope_sql(scope, "m")
-        return self._nearest("entities", ("id", "text"), embeddings, where, params, limit)
+        return self._nearest("entities", ("id", "text"), embeddings, where, params, limit, within=within)
 
     def entity_links(
         self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,

@@ -27,7 +27,7 @@ def _json_param(value: dict[str, Any] | None) -> Jsonb | None:
 
 
 DIALECT = Dialect(
-    placeholder="%s", binds_arrays=True, index_off="", filter_sql=filter_sql,
+    placeholder="%s", binds_arrays=True, index_off="", find="strpos", filter_sql=filter_sql,
     json_param=_json_param, json_value=lambda value: value,  # psycopg decodes jsonb itself
 )
 """PostgreSQL's SQL through psycopg: ``%s``, a list bound as one array, JSON as ``Jsonb``."""

@@ -112,7 +112,7 @@ class Signals:
     entity_matches: dict[int, EntityMatch] = field(default_factory=dict)
     keyword_sources: dict[int, scoring.KeywordSource] = field(default_factory=dict)
     names: dict[str, float] = field(default_factory=dict)
-    """Each query entity, and how close the scope's closest stored entity is (``name_closeness``)."""
+    """Each query entity, and how close the scope's closest stored entity is (``names_closeness``)."""
     keyword_hits: dict[int, float] = field(default_factory=dict)
     """The keyword hits' own raw BM25, best first, before context."""
 
@@ -253,7 +253,7 @@ def entity_boosts(
 ) -> tuple[dict[int, float], dict[int, EntityMatch], bool, dict[str, float]]:
     """Each memory's largest boost from stored entities similar to a query entity, whether
     any memory in scope got one (Mem0's test for the entity share of the denominator), and
-    how close each query entity's closest stored entity is (``name_closeness``).
+    how close each query entity's closest stored entity is (``names_closeness``).
     With ``entity_match = "names"`` a query entity boosts through its most similar stored
     entity and the longer names that hold its words, counted as one entity; with "best"
     through the most similar one only; with "all" (Mem0) through every one above the match
@@ -267,7 +267,6 @@ def entity_boosts(
     """
     best: dict[int, float] = {}
     matches: dict[int, EntityMatch] = {}
-    names_known: dict[str, float] = {}
     by_rarity = request.options.entity_weighting == "rarity"
     scope_count: int | None = None  # read once, when the first entity with links is weighed by rarity
     filters, on = request.filters, request.live_on
@@ -283,10 +282,10 @@ def entity_boosts(
 
     # Each query entity's matched stored entities, then the links of all of them in one read.
     matched: list[tuple[str, dict[int, tuple[str, float]], dict[int, int]]] = []
-    found = snapshot.knn_entities(prepared.entity_embeddings, request.scope, scoring.ENTITY_SEARCH_LIMIT)
+    found = snapshot.knn_entities(prepared.entity_embeddings, request.scope, scoring.ENTITY_SEARCH_LIMIT,
+                                  scoring.ENTITY_MATCH_DISTANCE)
+    names_known = names_closeness(snapshot, prepared, request.scope, found)
     for query_entity, hits in zip(prepared.entities, found):
-        if query_entity in prepared.names:
-            names_known[query_entity] = name_closeness(query_entity, hits)
         similar: dict[int, tuple[str, float]] = {}
         for entity_id, text, distance in hits:  # nearest first, so the similar ones lead
             similarity = scoring.similarity_from_distance(distance)
@@ -339,19 +338,21 @@ def entity_boosts(
     return best, matches, active, names_known
 
 
-def name_closeness(query_entity: str, nearest: Sequence[tuple[int, str, float]]) -> float:
-    """How well the scope knows a name the query mentions: 1.0 when a stored entity among its
-    ``nearest`` (``Snapshot.knn_entities``: id, text, distance, nearest first) holds all its words
-    ("Atlas" in "Project Atlas"), else the similarity of the closest. A text is split into words
-    only when each word is in it at all (most of 500 are not)."""
-    words = set(normalize_entity(query_entity).split())
-    if words and any(
-        words <= set(normalize_entity(text).split())
-        for _, text, _ in nearest
-        if all(word in text.lower() for word in words)
-    ):
-        return 1.0
-    return scoring.similarity_from_distance(nearest[0][2]) if nearest else 0.0
+def names_closeness(
+    snapshot: Snapshot, prepared: PreparedQuery, scope: Scope, found: Sequence[Sequence[tuple[int, str, float]]]
+) -> dict[str, float]:
+    """How well the scope knows each name the query mentions (``relevance``): 1.0 when a stored
+    entity holds all its words ("Atlas" in "Project Atlas"), else the similarity of the closest
+    (``found``: each query entity's nearest entities, ``Snapshot.knn_entities``). The store is asked
+    only about the names whose closest entity is not the name itself."""
+    closest = {entity: hits[0] if hits else None for entity, hits in zip(prepared.entities, found)
+               if entity in prepared.names}
+    asked = [name for name, hit in closest.items() if hit is None or normalize_entity(hit[1]) != name]
+    holding = dict(zip(asked, snapshot.entities_holding(asked, scope)))
+    return {
+        name: 1.0 if holding.get(name, True) else scoring.similarity_from_distance(hit[2]) if hit else 0.0
+        for name, hit in closest.items()
+    }
 
 
 def longer_names(similar: dict[int, tuple[str, float]], name: str) -> list[int]:

@@ -27,6 +27,9 @@ MAX_QUERY_ENTITIES = 8
 """Query entities beyond this many are ignored (each costs one embedding and one lookup)."""
 ENTITY_SEARCH_LIMIT = 500
 """Stored entities examined per query entity."""
+ENTITY_MATCH_DISTANCE = 1.0 - ENTITY_MATCH_THRESHOLD + 1e-6
+"""The cosine distance beyond which a stored entity cannot match a query entity
+(``ENTITY_MATCH_THRESHOLD``), with room for rounding: the entity KNN reads no further."""
 
 # (largest term count, midpoint, steepness): longer queries accumulate larger raw
 # BM25 sums, so the sigmoid's midpoint moves right and flattens as they grow.

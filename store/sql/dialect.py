@@ -40,12 +40,22 @@ class Dialect:
     """Whether a list binds as one array parameter (``= ANY(%s)``) rather than one per value (``IN (?, ?)``)."""
     index_off: str
     """Put before a column to keep the planner off its index (SQLite's unary ``+``); ``""`` where none is needed."""
+    find: str
+    """The function giving where a text first holds another, 0 when it does not (``instr``, ``strpos``)."""
     filter_sql: Callable[[Filter | None, str], Sql]
     """The backend's compiler of a parsed metadata filter over a table alias."""
     json_param: Callable[[dict[str, Any] | None], Any]
     """A JSON object as the driver binds it."""
     json_value: Callable[[Any], dict[str, Any] | None]
     """A stored JSON object as the driver returns it, decoded."""
+
+    def holds_words_sql(self, column: str, words: Sequence[str]) -> Sql:
+        """``column``, a normalised name (lower case, one space between words), holds every one of
+        ``words`` as a whole word: "atlas" in "project atlas", not in "atlases"."""
+        if not words:
+            return "FALSE", []
+        spaced = f"' ' || {column} || ' '"
+        return " AND ".join(f"{self.find}({spaced}, {self.placeholder}) > 0" for _ in words), [f" {w} " for w in words]
 
     def marks(self, count: int) -> str:
         """``count`` placeholders, for ``VALUES (…)``."""

@@ -177,11 +177,17 @@ class SignalReads(shared.SignalReads, Statements):
     def _folded(terms: Sequence[str]) -> str:
         return json.dumps(query_terms(terms), ensure_ascii=False)
 
-    def knn_entities(self, embeddings: np.ndarray, scope: Scope, limit: int) -> list[list[tuple[int, str, float]]]:
+    def knn_entities(
+        self, embeddings: np.ndarray, scope: Scope, limit: int, within: float
+    ) -> list[list[tuple[int, str, float]]]:
+        """vec0's KNN in the user's partition, then the texts of the entities kept alone."""
         where, params = DIALECT.scope_sql(scope)
         knn = f"SELECT entity_id, distance FROM entity_vectors WHERE embedding MATCH ? AND k = ? AND {where}"
-        found = [self.conn.execute(knn, (vector_blob(embedding), min(limit, KNN_LIMIT), *params)).fetchall()
-                 for embedding in embeddings]
+        found = [
+            [hit for place, hit in enumerate(self.conn.execute(
+                knn, (vector_blob(embedding), min(limit, KNN_LIMIT), *params))) if place == 0 or hit[1] <= within]
+            for embedding in embeddings
+        ]
         ids = list(dict.fromkeys(hit[0] for hits in found for hit in hits))
         if not ids:
             return [[] for _ in found]

@@ -27,7 +27,7 @@ def _json_value(value: str | None) -> dict[str, Any] | None:
 
 
 DIALECT = Dialect(
-    placeholder="?", binds_arrays=False, index_off="+", filter_sql=filter_sql,
+    placeholder="?", binds_arrays=False, index_off="+", find="instr", filter_sql=filter_sql,
     json_param=_json_param, json_value=_json_value,
 )
 """SQLite's SQL: ``?``, one placeholder per listed value, JSON as text, and the unary ``+`` that
