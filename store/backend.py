@@ -310,7 +310,7 @@ class Snapshot(Protocol):
         distance), nearest first: entity matching reads no further."""
     def entities_holding(self, names: Sequence[str], scope: Scope) -> list[bool]:
         """For each of ``names`` (normalised), whether an entity of the scope holds all its words
-        (``words_within``)."""
+        ("atlas" in "project atlas": ``store.sql.dialect.Dialect.holds_words_sql``)."""
     def entity_links(
         self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
         memory_rowids: Sequence[int] | None = None,
