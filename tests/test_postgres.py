@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -597,6 +598,41 @@ def test_a_user_of_ordinary_size_reads_its_entity_links_through_a_prepared_state
     links = [prepare for query, prepare in calls if LINKS in query]
     assert len(links) >= 16 and set(links) == {None}
     assert [statement for statement in prepared if LINKS in statement]
+
+
+def test_a_connection_asks_the_model_once_and_a_database_made_again_for_another_is_refused(
+    postgres: Config, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing changes a PostgreSQL database's model in place, so each connection asks it once. A
+    database dropped and made again ends the connections to the old one, and the first call on a
+    new connection finds the other model."""
+    from store.postgres.schema import ensure_schema
+
+    url = postgres.store.database_url
+    with engine_factory(postgres) as engine:
+        engine.add("Ana likes kayaking", user_id="ana")
+        asked: list[str] = []
+        execute = psycopg.Connection.execute
+
+        def recorded(conn, query, params=None, *args, **kwargs):
+            if "embedding_model" in str(query):
+                asked.append(str(query))
+            return execute(conn, query, params, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "execute", recorded)
+        for _ in range(6):
+            assert engine.search("kayaking", user_id="ana")
+        assert asked == []
+        monkeypatch.undo()
+
+        name = urllib.parse.urlsplit(url).path.lstrip("/")
+        with psycopg.connect(database_url(url, "postgres"), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{name}"')
+        with psycopg.connect(url, autocommit=True) as made:
+            ensure_schema(made, "another-model", 384, "the test's database")
+        with pytest.raises(TrimemError, match="now uses the embedding model 'another-model'"):
+            engine.search("kayaking", user_id="ana")
 
 
 def test_backup_and_reembed_say_what_to_use_instead(postgres: Config, engine_factory, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ transaction's locks keep deduplication and ids whole across them
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +41,8 @@ class PostgresBackend:
                 "SELECT has_table_privilege('memories', 'INSERT') AND NOT pg_is_in_recovery()"
             ).fetchone()[0]
         self._pool = connection.Pool(url, self.location, pool_size)
+        self._model_checked: weakref.WeakSet[Any] = weakref.WeakSet()
+        """The pooled connections whose database was found to record this process's model."""
 
     def refuse_write(self) -> TrimemError:
         return DatabaseUnavailable(
@@ -56,8 +59,17 @@ class PostgresBackend:
             conn.isolation_level = IsolationLevel.READ_COMMITTED if write else IsolationLevel.REPEATABLE_READ
             conn.read_only = not write
             with conn.transaction():
-                schema.require_model(conn, self._model, self.location)
+                self._require_model(conn)
                 yield conn
+
+    def _require_model(self, conn: Any) -> None:
+        """Refuse a database that records another embedding model, asked once a connection: on
+        PostgreSQL nothing changes the model of a database in place (``trimem reembed`` is SQLite's
+        alone), and a database dropped and made again at the same address ends every connection to
+        the old one, so each connection to the new one asks again. One round trip fewer a call."""
+        if conn not in self._model_checked:
+            schema.require_model(conn, self._model, self.location)
+            self._model_checked.add(conn)
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PostgresSnapshot]:
