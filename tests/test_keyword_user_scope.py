@@ -13,7 +13,8 @@ import pytest
 
 from store import Config, Engine, MemoryInput
 from store.scope import Scope
-from store.sql.keywords import best_by_postings, term_frequencies
+from store.sql import keywords
+from store.sql.keywords import best_by_postings, bounded_postings, term_frequencies
 
 LATER = (dt.datetime.now(dt.UTC).date() + dt.timedelta(days=30)).isoformat()
 """A day the reads are asked about, after a memory that expires today is hidden."""
@@ -65,6 +66,52 @@ def test_postings_are_summed_alike_whether_their_keys_are_dense_or_spread(monkey
         assert [score for _, score in found] == pytest.approx([score for _, score in best], rel=1e-12)
 
 
+class CountingReader:
+    """Reads terms' postings as ``term_postings`` does, all or those of some memories, and counts
+    the postings it reads."""
+
+    def __init__(self, postings: list[keywords.Posting]) -> None:
+        self.by_term = {posting[0]: posting for posting in postings}
+        self.read = 0
+
+    def __call__(self, terms: list[str], among: np.ndarray | None) -> list[keywords.Posting]:
+        found = []
+        for term in terms:
+            name, rowids, frequencies, lengths = self.by_term[term]
+            inside = np.ones(len(rowids), bool) if among is None else np.isin(rowids, among)
+            self.read += int(inside.sum())
+            found.append((name, np.asarray(rowids)[inside], np.asarray(frequencies)[inside], np.asarray(lengths)[inside]))
+        return found
+
+
+def test_a_common_term_read_as_far_as_the_top_needs_gives_the_top_of_every_posting() -> None:
+    """A heavy user: two rare terms read whole, two common ones only counted. ``bounded_postings``
+    reads the common ones as far as the top needs, by their memories or whole, and the best of
+    what it reads are the best of every posting, with the same scores to the last bit."""
+    rng = np.random.default_rng(11)
+    size = 20_000
+    postings = []
+    for term, count in [("kayak", 40), ("douro", 300), ("ana", 6_000), ("go", 9_000)]:
+        rowids = np.sort(rng.choice(size, count, replace=False))
+        postings.append((term, rowids, rng.integers(1, 4, count), rng.integers(3, 40, count)))
+    counts = {term: len(rowids) for term, rowids, _, _ in postings}
+    rare = [posting for posting in postings if counts[posting[0]] <= 300]
+    # the last: a common term asked twenty times weighs about as much as a rare one, so that some of
+    # the best memories hold none of the rare terms
+    for query in (["ana", "kayak", "douro", "go"], ["go", "ana", "ana"], ["douro", "go"], ["go"] * 20 + ["kayak"]):
+        asked_common = sum(counts[term] for term in set(query) if counts[term] > 300)
+        for limit in (1, 10, 40):
+            for lookup_cost in (1.0, 1e9):  # look the common terms up by memory, or read them whole and cut them
+                reader = CountingReader(postings)
+                bounded = bounded_postings(query, size, 20 * size, counts, rare, limit, reader, lookup_cost)
+                found = best_by_postings(query, bounded, size, 20 * size, limit, counts)
+                assert found == best_by_postings(query, postings, size, 20 * size, limit)
+                if lookup_cost == 1.0 and query == ["ana", "kayak", "douro", "go"]:  # the rare terms decide the top
+                    assert reader.read < asked_common / 4, (query, limit)
+                else:  # at most each posting of the common terms, once
+                    assert reader.read <= asked_common, (query, limit)
+
+
 def terms_of(engine: Engine, question: str) -> list[str]:
     return engine.nlp.analyze_query(question, entities=False).lemmatized.split()
 
@@ -83,6 +130,27 @@ def test_a_users_whole_scope_ranks_from_its_postings_as_through_its_memories(eng
             through_memories = view.scope_bm25(terms, Scope("ann"), 3, None, LATER)
             assert [rowid for rowid, _ in ranked] == [rowid for rowid, _ in through_memories]
             assert [score for _, score in ranked] == pytest.approx([score for _, score in through_memories], rel=1e-12)
+
+
+@pytest.mark.only_on("sqlite")
+def test_common_terms_read_as_far_as_the_top_needs_rank_as_every_posting_does(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every term of more than two postings counted first and read only as far as the top
+    needs, a user's whole scope ranks as when every posting is read, and as the read through each
+    memory does. (PostgreSQL reads every posting: ``store.postgres.signals``.)"""
+    engine.add_many([MemoryInput(text) for text in ANN], user_id="ann")
+    engine.add_many([MemoryInput("Bo walks to the harbour restaurant every day")], user_id="bo")
+    with engine.backend.snapshot() as view:
+        for question in [*QUESTIONS, "Ann harbour lighthouse", "the harbour restaurant at the lighthouse"]:
+            terms = terms_of(engine, question)
+            for limit in (1, 2, 4):
+                monkeypatch.setattr("store.sqlite.signals.WHOLE_POSTINGS", 2)
+                bounded = view.user_bm25(terms, "ann", limit, LATER)
+                monkeypatch.setattr("store.sqlite.signals.WHOLE_POSTINGS", 10**9)
+                assert bounded == view.user_bm25(terms, "ann", limit, LATER), (question, limit)
+                through_memories = view.scope_bm25(terms, Scope("ann"), limit, None, LATER)
+                assert [rowid for rowid, _, _ in bounded] == [rowid for rowid, _ in through_memories]
 
 
 def test_an_expired_memory_at_the_top_of_the_postings_is_left_out_and_the_next_one_ranks(engine: Engine) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -81,27 +81,48 @@ def term_score_sql(weight: str, frequency: str, length: str, average_length: str
     )
 
 
+Posting = tuple[str, Sequence[int], Sequence[int], Sequence[int]]
+"""A term's postings of one user: the term, its memories, their frequencies of it, their lengths."""
+
+CEILING = K1 + 1
+"""A posting's share of its memory's score is below its term's weight times this: the saturated
+frequency f / (f + K1 * (1 - B + B * |D| / avgdl)) stays under 1."""
+SAFETY = 1e-9
+"""The relative margin of ``bounded_postings``' comparisons: sums of shares taken in another order
+may differ from the final sums in their last bits."""
+
+
+def term_weights(terms: Sequence[str], counts: Mapping[str, int], documents: float) -> dict[str, float]:
+    """Each asked term's weight: its repetitions in the query times its idf, from ``counts``, the
+    user's number of memories holding each term (a term asked about that no memory holds has none)."""
+    repeats = Counter(terms)
+    return {term: repeats[term] * max(np.log((documents - containing + 0.5) / (containing + 0.5)), MIN_IDF)
+            for term, containing in counts.items() if repeats[term] and containing}
+
+
+def posting_shares(weight: float, frequencies: Sequence[int], lengths: Sequence[int], average_length: float) -> np.ndarray:
+    """Each posting's share of its memory's score."""
+    frequency, length = np.asarray(frequencies, dtype=np.float64), np.asarray(lengths, dtype=np.float64)
+    return weight * frequency * (K1 + 1) / (frequency + K1 * (1 - B + B * length / average_length))
+
+
 def best_by_postings(
-    terms: Sequence[str], postings: Iterable[tuple[str, Sequence[int], Sequence[int], Sequence[int]]],
-    documents: float, tokens: float, limit: int,
+    terms: Sequence[str], postings: Iterable[Posting], documents: float, tokens: float, limit: int,
+    counts: Mapping[str, int] | None = None,
 ) -> list[tuple[int, float]]:
     """The ``limit`` best memories by the rule above, scored in the process from the postings of
-    the query's folded ``terms``: each term with its memories, their frequencies of it and their
-    lengths in terms; ``documents`` and ``tokens`` are the user's N and total length. Best first,
-    a tie by memory, as the SQL of both backends orders them."""
-    repeats = Counter(terms)
-    memories, scores = [], []
-    for term, rowids, frequencies, lengths in postings:
-        if not repeats[term]:  # not asked about: it makes no memory a hit
-            continue
-        containing = len(rowids)
-        weight = repeats[term] * max(np.log((documents - containing + 0.5) / (containing + 0.5)), MIN_IDF)
-        frequency, length = np.asarray(frequencies, dtype=np.float64), np.asarray(lengths, dtype=np.float64)
-        memories.append(np.asarray(rowids, dtype=np.int64))
-        scores.append(weight * frequency * (K1 + 1) / (frequency + K1 * (1 - B + B * length / (tokens / documents))))
-    if not memories or limit <= 0:
+    the query's folded ``terms``; ``documents`` and ``tokens`` are the user's N and total length,
+    ``counts`` each term's number of memories (by default, those ``postings`` hold: every posting
+    of the term). Best first, a tie by memory, as the SQL of both backends orders them. Each
+    memory's shares are summed in the order of the terms, so the same postings give the same
+    scores to the last bit however they were read."""
+    postings = sorted(postings, key=lambda posting: posting[0])
+    weights = term_weights(terms, counts if counts is not None else {term: len(rowids) for term, rowids, *_ in postings},
+                           documents)
+    asked = [posting for posting in postings if posting[0] in weights]  # not asked about: it makes no memory a hit
+    if not asked or limit <= 0:
         return []
-    scored, totals = _sums_by_memory(np.concatenate(memories), np.concatenate(scores))
+    scored, totals = _sums_by_memory(*_shares_of(asked, weights, tokens / documents))
     kept = np.arange(len(totals))
     if len(totals) > limit:  # those scoring at least the limit-th score, ties included, ordered
         kept = np.flatnonzero(totals >= -np.partition(-totals, limit - 1)[limit - 1])
@@ -109,11 +130,68 @@ def best_by_postings(
     return list(zip(scored[best].tolist(), totals[best].tolist()))
 
 
+def bounded_postings(
+    terms: Sequence[str], documents: float, tokens: float, counts: Mapping[str, int], whole: list[Posting],
+    limit: int, read: Callable[[list[str], np.ndarray | None], list[Posting]], lookup_cost: float,
+) -> list[Posting]:
+    """The postings ``best_by_postings`` needs to find the ``limit`` best memories exactly, when the
+    terms of ``counts`` missing from ``whole`` were counted but not read: a common term of a heavy
+    user has tens of thousands of postings. The rule is MaxScore's, a term at a time:
+
+    - the terms not read are taken from the rarest: while what they could add to a memory at most
+      (their weights times ``CEILING``) reaches the ``limit``-th best sum of the terms read, the
+      rarest of them is read whole (``read(terms, None)``);
+    - then no memory outside those read can reach the top, nor one whose sum, with that most
+      added, stays below it. Each term left is read only for the memories that still can
+      (``read(terms, memories)``) when that costs less than reading it whole and cutting it to
+      them, a posting read by its memory costing ``lookup_cost`` postings read in turn; the terms
+      read whole are cut to those memories too.
+
+    So each memory that can reach the top has all its postings, and scores what it would from
+    every posting; the others are not scored."""
+    weights = term_weights(terms, counts, documents)
+    held = {posting[0]: posting for posting in whole if posting[0] in weights}
+    unread = sorted((term for term in weights if term not in held), key=lambda term: (counts[term], term))
+    if not unread or limit <= 0:
+        return whole
+    while True:
+        scored, sums = _sums_by_memory(*_shares_of(held.values(), weights, tokens / documents))
+        least = float(-np.partition(-sums, limit - 1)[limit - 1]) if len(sums) >= limit else 0.0
+        most = CEILING * sum(weights[term] for term in unread)
+        if most < least * (1 - SAFETY):
+            break
+        term = unread.pop(0)
+        held.update((posting[0], posting) for posting in read([term], None))
+        if not unread:
+            return list(held.values())
+    among = scored[sums + most >= least * (1 - SAFETY)]
+    looked_up = [term for term in unread if len(among) * lookup_cost < counts[term]]
+    if read_whole := [term for term in unread if term not in looked_up]:
+        held.update((posting[0], posting) for posting in read(read_whole, None))
+    kept = []
+    for term, rowids, frequencies, lengths in held.values():
+        inside = np.isin(np.asarray(rowids, dtype=np.int64), among)
+        kept.append((term, np.asarray(rowids)[inside], np.asarray(frequencies)[inside], np.asarray(lengths)[inside]))
+    return kept + (read(looked_up, among) if looked_up else [])
+
+
+def _shares_of(postings: Iterable[Posting], weights: Mapping[str, float], average_length: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The memories of ``postings`` and their shares, in order, as ``_sums_by_memory`` takes them."""
+    postings = list(postings)
+    memories = [np.asarray(rowids, dtype=np.int64) for _, rowids, _, _ in postings]
+    values = [posting_shares(weights[term], frequencies, lengths, average_length)
+              for term, _, frequencies, lengths in postings]
+    return np.concatenate([np.zeros(0, dtype=np.int64), *memories]), np.concatenate([np.zeros(0), *values])
+
+
 def _sums_by_memory(memories: np.ndarray, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each memory once, ascending, with the sum of its shares. When the memories' keys are dense
     (a heavy user's, added in turn), they index a counting array directly; otherwise they are
     sorted (``np.unique``), which took 3 of the 4 ms of 44,000 postings. Both sum each memory's
     shares in the order given, so the totals are the same to the last bit."""
+    if not len(memories):
+        return memories, shares
     low, high = int(memories.min()), int(memories.max())
     if high - low > DENSE_SPAN * len(memories):
         scored, each = np.unique(memories, return_inverse=True)

@@ -56,19 +56,35 @@ each posting's memory by key; left to itself the planner may walk the scope's me
 their scope index instead."""
 
 USER_POSTINGS_SQL = """
-SELECT NULL, total(u.memories), max(total(u.terms), 1.0), NULL, NULL, NULL, {expired}
+WITH counted AS MATERIALIZED (
+    SELECT p.term, count(*) AS n FROM memory_terms p
+    WHERE {postings} AND p.term IN (SELECT value FROM json_each(?)) GROUP BY p.term
+)
+SELECT NULL, total(u.memories), max(total(u.terms), 1.0), NULL, NULL, NULL, {expired}, NULL
 FROM keyword_users u WHERE {users}
 UNION ALL
-SELECT p.term, NULL, NULL, json_group_array(p.memory_rowid), json_group_array(p.frequency),
-    json_group_array(p.length), NULL
-FROM memory_terms p WHERE {postings} AND p.term IN (SELECT value FROM json_each(?)) GROUP BY p.term
+SELECT c.term, NULL, NULL, w.memories, w.frequencies, w.lengths, NULL, c.n
+FROM counted c LEFT JOIN (
+    SELECT p.term, json_group_array(p.memory_rowid) AS memories, json_group_array(p.frequency) AS frequencies,
+        json_group_array(p.length) AS lengths
+    FROM memory_terms p WHERE {postings} AND p.term IN (SELECT term FROM counted WHERE n <= ?) GROUP BY p.term
+) w ON w.term = c.term
 """
-"""What the keyword signal over a user's whole scope reads, to score in the process
-(``store.sql.keywords.best_by_postings``): one row (its term NULL) with the user's N and total
-length and whether any of its memories has expired (``{expired}``, ``EXPIRED_SQL`` or FALSE when
-no day is asked about), then one row for each of the query's terms the user wrote, with its postings as
-JSON arrays of memories, frequencies and lengths. Its parameters: those of ``{expired}``, of
-``{users}`` (on ``u``), of ``{postings}`` (on ``p``), and the query terms (a JSON array)."""
+"""What the keyword signal over a user's whole scope reads first, to score in the process
+(``store.sql.keywords``): one row (its term NULL) with the user's N and total length and whether
+any of its memories has expired (``{expired}``, ``EXPIRED_SQL`` or FALSE when no day is asked
+about), then one row for each of the query's terms the user wrote, with how many memories hold
+it and, when that is at most the last parameter, its postings as JSON arrays of memories,
+frequencies and lengths. Its parameters: those of ``{postings}`` (on ``p``), the query terms (a
+JSON array), those of ``{expired}`` and of ``{users}`` (on ``u``), those of ``{postings}`` again,
+and the most postings a term read whole may have."""
+
+TERM_POSTINGS_SQL = """
+SELECT p.term, json_group_array(p.memory_rowid), json_group_array(p.frequency), json_group_array(p.length)
+FROM memory_terms p WHERE {postings} AND p.term IN (SELECT value FROM json_each(?)) AND {among} GROUP BY p.term
+"""
+"""A user's postings of some terms (a JSON array), all of them or those of some memories
+(``{among}``), as the same JSON arrays."""
 
 EXPIRED_SQL = "EXISTS (SELECT 1 FROM memories e INDEXED BY memories_expiration WHERE {user} AND {expired})"
 """Whether a memory of the user (``{user}``, on ``e``) has expired (``{expired}``), read through its
