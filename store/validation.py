@@ -129,8 +129,30 @@ def scope_keys_in(metadata: Any) -> list[str]:
     return [key for key in SCOPE_KEYS if isinstance(metadata, Mapping) and key in metadata]
 
 
+MAX_METADATA_DEPTH = 64
+"""Objects and lists nested in metadata, at most. Deeper values are refused the same way every time:
+Python's encoder stops at a depth that depends on how deep the call already is, and SQLite's JSON
+at 1,000 levels (a CHECK constraint that would fail the write instead of saying why)."""
+
+
+def nesting(value: Any) -> int:
+    """How many objects and lists deep ``value`` is (0 for a scalar), counted without recursion
+    and no further than one level past ``MAX_METADATA_DEPTH``."""
+    deepest, pending = 0, [(value, 1)]
+    while pending and deepest <= MAX_METADATA_DEPTH:
+        item, level = pending.pop()
+        if isinstance(item, Mapping):
+            pending.extend((child, level + 1) for child in item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend((child, level + 1) for child in item)
+        else:
+            continue
+        deepest = max(deepest, level)
+    return deepest
+
+
 def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
-    """A JSON object of bounded size; scope keys inside it are dropped, never applied.
+    """A JSON object of bounded size and depth; scope keys inside it are dropped, never applied.
 
     Dropping (rather than honouring) ``user_id`` and friends here stops a caller from
     writing into another scope through metadata; ``scope_keys_in`` names them, so the
@@ -147,6 +169,9 @@ def check_metadata(metadata: Any, max_bytes: int) -> dict[str, Any]:
         if key in SCOPE_KEYS:
             continue
         cleaned[key] = value
+    if nesting(cleaned) > MAX_METADATA_DEPTH:
+        raise InvalidArgument(f"metadata nests objects and lists more than {MAX_METADATA_DEPTH} levels deep; "
+                              "flatten it, e.g. {\"topic\": \"travel\"}")
     try:
         encoded = json.dumps(cleaned, ensure_ascii=False, allow_nan=False)
         encoded.encode("utf-8")

@@ -91,6 +91,30 @@ def test_scope_keys_inside_metadata_are_ignored(engine: Engine) -> None:
         engine.get(added.memory.id, user_id="mallory")
 
 
+def test_metadata_nested_past_the_limit_is_refused_the_same_way_at_any_depth_of_the_call(engine: Engine) -> None:
+    """Python's JSON encoder gives up at a depth that depends on how deep the caller's stack already
+    is, and SQLite's JSON at 1,000 levels, as a failed CHECK: metadata nested 1,079 levels deep was
+    refused or failed the write by chance. It is refused past ``MAX_METADATA_DEPTH`` levels, plainly,
+    on every path that writes metadata, and nothing is written."""
+    from store.validation import MAX_METADATA_DEPTH
+
+    def nested(levels: int) -> dict:
+        value: dict = {"topic": "travel"}
+        for _ in range(levels - 1):
+            value = {"deep": value}
+        return value
+
+    (kept,) = engine.add("Ana plans a trip", user_id="ana", metadata=nested(MAX_METADATA_DEPTH))
+    refused = f"metadata nests objects and lists more than {MAX_METADATA_DEPTH} levels deep"
+    for levels in (MAX_METADATA_DEPTH + 1, 1_079, 5_000):
+        with pytest.raises(InvalidArgument, match=refused):
+            engine.add("Ana plans another trip", user_id="ana", metadata=nested(levels))
+        with pytest.raises(InvalidArgument, match=refused):
+            engine.update(kept.memory.id, user_id="ana", metadata=nested(levels))
+    assert engine.get(kept.memory.id, user_id="ana").metadata == nested(MAX_METADATA_DEPTH)
+    assert [memory.id for memory in engine.list(user_id="ana")] == [kept.memory.id]
+
+
 def test_scopes_never_leak_through_any_read(engine: Engine) -> None:
     (secret,) = engine.add("Bob's bank PIN is 4821", user_id="bob")
     engine.add("Ana's favourite film is Amélie", user_id="ana")
