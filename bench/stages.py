@@ -7,6 +7,9 @@ wrappers that add their wall time to a named stage, then puts the originals back
 engine's own code runs unchanged: stages are the real calls of one real ``Engine.search``
 / ``Engine.add_many``, and whatever is not inside a wrapped function (validation, fusion,
 row assembly, SQL writes) is the rest.
+
+A ``StoreClock`` times, on either backend, the part of a search spent in the store: it stands in for
+the engine's backend and times each snapshot and each read asked of it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from store.backend import Backend
 from store.engine import Engine
 from store.ranking import retrieval
 from store.sqlite.signals import SignalReads
@@ -94,3 +98,67 @@ class StageClock:
                     delattr(target, name)  # uncover the class's method again
                 else:
                     setattr(target, name, original)
+
+
+class StoreClock:
+    """A backend as an engine uses it, that adds up what the engine spends in the store: opening and
+    closing each snapshot, and each read the engine asks of it (a read's own reads are inside it;
+    a callable it is handed, such as the query's embedding still computing, is timed out of it)."""
+
+    def __init__(self, backend: Backend, timer: Callable[[], float] = time.perf_counter) -> None:
+        self.backend = backend
+        self.timer = timer
+        self.spent = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        started = self.timer()
+        with self.backend.snapshot() as view:
+            self.spent += self.timer() - started
+            yield TimedView(view, self)
+            started = self.timer()
+        self.spent += self.timer() - started
+
+    def timed(self, call: Callable[..., Any], sign: float = 1.0) -> Callable[..., Any]:
+        """``call``, its time added to ``spent`` (``sign`` -1: taken out of it)."""
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = self.timer()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.spent += sign * (self.timer() - started)
+        return run
+
+
+class TimedView:
+    """A snapshot whose reads a ``StoreClock`` times."""
+
+    def __init__(self, view: Any, clock: StoreClock) -> None:
+        self._view, self._clock = view, clock
+
+    def __getattr__(self, name: str) -> Any:
+        read = getattr(self._view, name)
+        if not callable(read):
+            return read
+        clock = self._clock
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            handed = [clock.timed(arg, -1.0) if callable(arg) else arg for arg in args]
+            return clock.timed(read)(*handed, **kwargs)
+        return timed
+
+
+@contextlib.contextmanager
+def store_clocks(engines: dict[str, Engine]) -> Iterator[dict[str, StoreClock]]:
+    """Each engine reading through a ``StoreClock`` of its backend, until the block ends."""
+    clocks = {name: StoreClock(engine.backend) for name, engine in engines.items()}
+    for name, engine in engines.items():
+        engine.backend = clocks[name]
+    try:
+        yield clocks
+    finally:
+        for name, engine in engines.items():
+            engine.backend = clocks[name].backend

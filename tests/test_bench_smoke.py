@@ -6,8 +6,10 @@ The full benchmarks are not part of the test run (``python -m bench quality`` an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ import pytest
 
 from bench import corpus, ideas, locomo, metrics, quality, ranking_cost, report, speed
 from bench.scope_search import SCOPE
-from bench.stages import SEARCH_STAGES, StageClock
+from bench.stages import SEARCH_STAGES, StageClock, StoreClock, store_clocks
 from mcp_server.tools.server import TOOLS
 from store import Config, Engine, MemoryInput
 from store.ranking import scoring
@@ -162,6 +164,57 @@ def test_stage_clock_times_a_real_search_and_restores_the_engine(engine: Engine)
     assert {"query embedding", "lemmatize + entities", "vector KNN ∥ keywords", "keywords (BM25)"} <= set(parts)
     assert SignalReads.first_signals is knn  # the very function, not a wrapper that copied its name
     assert "embed_batch" not in vars(engine.embedder) and engine.embedder.embed_batch == embed
+
+
+def test_the_store_clock_counts_snapshots_and_reads_once_and_not_what_a_read_is_handed():
+    """Pure accounting, on a clock that moves only when the code below says so."""
+    now = [0.0]
+
+    class View:
+        def knn(self, embedding):  # 2 s of its own, and the 5 s of the embedding it waits for
+            now[0] += 1
+            vector = embedding()
+            now[0] += 1
+            return vector
+
+        def outer(self):  # 3 s of its own, and a read of its own inside it
+            now[0] += 3
+            return self.inner()
+
+        def inner(self):
+            now[0] += 4
+            return "inner"
+
+    class Backend:
+        location = "here"
+
+        @contextlib.contextmanager
+        def snapshot(self):
+            now[0] += 0.5
+            yield View()
+            now[0] += 0.25
+
+    def embedding():
+        now[0] += 5
+        return "vector"
+
+    clock = StoreClock(Backend(), timer=lambda: now[0])
+    with clock.snapshot() as view:
+        assert view.knn(embedding) == "vector" and view.outer() == "inner"
+        now[0] += 100  # the engine's own work between reads
+    assert clock.location == "here" and clock.spent == 0.5 + 2 + 7 + 0.25
+
+
+def test_the_store_clock_times_a_real_search_and_gives_the_engine_its_backend_back(engine: Engine):
+    engine.add("Ana is allergic to peanuts", user_id="ana")
+    backend = engine.backend
+    with store_clocks({"store": engine}) as clocks:
+        started = time.perf_counter()
+        assert [hit.memory.text for hit in engine.search("what is Ana allergic to?", user_id="ana")] == [
+            "Ana is allergic to peanuts"]
+        took = time.perf_counter() - started
+    assert 0 < clocks["store"].spent < took
+    assert engine.backend is backend
 
 
 # --- a tiny quality run end to end ------------------------------------------------------------
