@@ -9,6 +9,7 @@ import copy
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ from mcp_server.cli import cli
 RECALL = {"type": "mcp_tool", "server": "trimem", "tool": "recall_for_prompt",
           "input": {"prompt": "${prompt}", "cwd": "${cwd}", "session_id": "${session_id}", "capture": False},
           "timeout": 10}
-SESSION = {"type": "command", "command": "trimem hook session", "timeout": 15}
-PROMPT_COMMAND_CAPTURE = {"type": "command", "command": "trimem hook prompt --capture", "timeout": 10}
+TRIMEM = str(Path(sys.executable).with_name("trimem"))
+"""The trimem that installs the hooks, by its absolute path: Claude Code's PATH seldom has its virtualenv."""
+SESSION = {"type": "command", "command": f"{TRIMEM} hook session", "timeout": 15}
+PROMPT_COMMAND_CAPTURE = {"type": "command", "command": f"{TRIMEM} hook prompt --capture", "timeout": 10}
 
 THEIRS: dict[str, Any] = {
     "model": "opus",
@@ -83,7 +86,7 @@ def test_install_appends_trimems_hooks_and_keeps_everything_else(settings: Path)
     assert list(installed) == list(THEIRS) and list(installed["hooks"]) == list(THEIRS["hooks"])  # order kept
     assert result.stderr.splitlines() == [
         "UserPromptSubmit: added the tool recall_for_prompt of MCP server 'trimem' (no capture)",
-        "SessionStart: added the command `trimem hook session`",
+        f"SessionStart: added the command `{TRIMEM} hook session`",
         f"wrote {settings}; the file as it was is in {backup_of(settings)}",
     ]
     assert result.stdout == ""
@@ -106,7 +109,7 @@ def test_install_with_other_options_replaces_trimems_hook_where_it_is(settings: 
     ok("install", "--settings", str(settings))
     result = ok("install", "--settings", str(settings), "--command", "--capture")
     assert result.stderr.splitlines()[0] == (
-        "UserPromptSubmit: replaced trimem's hook with the command `trimem hook prompt --capture`")
+        f"UserPromptSubmit: replaced trimem's hook with the command `{TRIMEM} hook prompt --capture`")
     assert len(result.stderr.splitlines()) == 2
     prompt_groups = read(settings)["hooks"]["UserPromptSubmit"]
     assert prompt_groups == [*THEIRS["hooks"]["UserPromptSubmit"], {"hooks": [PROMPT_COMMAND_CAPTURE]}]
@@ -122,8 +125,8 @@ def test_uninstall_gives_back_the_settings_as_they_were(settings: Path) -> None:
     result = ok("uninstall", "--settings", str(settings))
     assert read(settings) == THEIRS
     assert result.stderr.splitlines()[:2] == [
-        "UserPromptSubmit: removed the command `trimem hook prompt --capture`",
-        "SessionStart: removed the command `trimem hook session`",
+        f"UserPromptSubmit: removed the command `{TRIMEM} hook prompt --capture`",
+        f"SessionStart: removed the command `{TRIMEM} hook session`",
     ]
     nothing = ok("uninstall", "--settings", str(settings))
     assert nothing.stderr == f"no hooks of trimem's in {settings}; nothing changed\n"
@@ -140,6 +143,38 @@ def test_uninstall_keeps_a_group_that_still_holds_other_hooks(settings: Path) ->
     assert installed["hooks"]["UserPromptSubmit"][-1] == {"hooks": [RECALL]}
     ok("uninstall", "--settings", str(settings))
     assert read(settings) == THEIRS
+
+
+@pytest.mark.parametrize("command", ["trimem hook session", "'/opt/old venv/bin/trimem' hook session",
+                                     "/usr/bin/python3 -m mcp_server --db /x/m.db hook session"])
+def test_a_hook_fixed_by_hand_is_recognised_by_what_it_runs(settings: Path, command: str) -> None:
+    """An entry of trimem's whose path or options the user changed is replaced where it is, not
+    doubled, and uninstall takes it out; a command that runs trimem for something else stays."""
+    write(settings, {"hooks": {"SessionStart": [{"matcher": "startup", "hooks": [
+        {"type": "command", "command": command}, {"type": "command", "command": "trimem search hook session"}]}]}})
+    result = ok("install", "--settings", str(settings))
+    assert f"SessionStart: replaced trimem's hook with the command `{TRIMEM} hook session`" in result.stderr
+    assert read(settings)["hooks"]["SessionStart"] == [{"matcher": "startup", "hooks": [
+        SESSION, {"type": "command", "command": "trimem search hook session"}]}]
+    ok("uninstall", "--settings", str(settings))
+    assert read(settings)["hooks"]["SessionStart"] == [{"matcher": "startup", "hooks": [
+        {"type": "command", "command": "trimem search hook session"}]}]
+
+
+def test_the_hooks_run_this_trimem_with_its_configuration_and_database(settings: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """--config and --db given before `hooks` go into the commands, absolute, so the hooks read the
+    memories the server serves from whatever folder Claude Code runs them in."""
+    (tmp_path / "my.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["--config", "my.toml", "--db", "mem.db", "hooks", "install", "--settings",
+                                      str(settings), "--command"])
+    assert result.exit_code == 0, result.output
+    handlers = [group["hooks"][-1] for group in (read(settings)["hooks"][event][-1]
+                                                 for event in ("UserPromptSubmit", "SessionStart"))]
+    options = f"--config {tmp_path / 'my.toml'} --db {tmp_path / 'mem.db'}"
+    assert [handler["command"] for handler in handlers] == [f"{TRIMEM} {options} hook prompt",
+                                                             f"{TRIMEM} {options} hook session"]
 
 
 def test_a_hook_is_trimems_only_on_the_named_server(settings: Path) -> None:

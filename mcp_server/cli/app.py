@@ -21,14 +21,11 @@ import click
 
 from mcp_server.cli.errors import engine_errors
 from mcp_server.cli.output import redirected_stdout_size, take_back_stdout
+from mcp_server.hooks.settings import HOOK_GROUP
 from store.config import LOG_LEVELS, Config, load_config, unknown_variables
 from store.errors import DiskFull
 
 QUIET_LOGGERS = ("mcp", "uvicorn", "httpx", "sse_starlette")
-
-
-HOOK_GROUP = "hook"
-"""The group Claude Code's command hooks run (``cli/hook.py``): it always exits 0."""
 
 
 def hook_says(message: str) -> None:
@@ -78,6 +75,7 @@ def cli(ctx: click.Context, config_path: Path | None, database: str | None, log_
             ctx.exit(0)
         raise
     ctx.meta["trimem.config_sources"] = config_sources(config_path, {"--db": database, "--log-level": log_level})
+    ctx.meta["trimem.world"] = world_options(config_path, database)
     for warning in unknown_variables():
         click.echo(f"warning: {warning}", err=True)
     if database is not None:
@@ -114,6 +112,19 @@ def config_sources(config_path: Path | None, options: dict[str, Any]) -> list[st
     if HOME_VARIABLE not in os.environ:
         sources.append("data folder: the platform's (TRIMEM_HOME unset)")
     return sources
+
+
+def world_options(config_path: Path | None, database: str | None) -> list[str]:
+    """The options that chose this trimem's configuration and database, as another process must
+    be given them to use the same (``trimem hooks install`` writes them into its hooks): paths
+    absolute, since Claude Code runs hooks from the session's folder."""
+    options = []
+    if config_path is not None:
+        options += ["--config", str(config_path.resolve())]
+    if database is not None:
+        url = "://" in database
+        options += ["--db", database if url else str(Path(database).expanduser().resolve())]
+    return options
 
 
 @contextmanager

@@ -8,6 +8,7 @@ stdout and writes nothing.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ from mcp_server.hooks.settings import (
     project_settings_path,
     read_settings,
     settings_text,
+    trimem_command,
     uninstall,
     user_settings_path,
     write_settings,
@@ -62,19 +64,23 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
               help="Recall before each prompt by running `trimem hook prompt`, instead of calling the "
                    "recall_for_prompt tool of the running MCP server (Claude Code before 2.1.118).")
 @settings_options
-def hooks_install(capture: bool, command_path: bool, project: bool, settings_file: Path | None, server: str,
-                  show: bool) -> None:
+@click.pass_context
+def hooks_install(ctx: click.Context, capture: bool, command_path: bool, project: bool, settings_file: Path | None,
+                  server: str, show: bool) -> None:
     """Put trimem's hooks into Claude Code's settings.
 
     Before each prompt (UserPromptSubmit) and at session start (SessionStart), the relevant
     memories are added to the context in a <trimem-memories> block, and nothing when none is.
     Run it again with other options to change them. Other hooks and settings are kept as they
-    are; the file as it was is kept beside it, as settings.json.trimem-backup.
+    are; the file as it was is kept beside it, as settings.json.trimem-backup. The hook commands
+    run this trimem by its absolute path, with the --config and --db given before `hooks`.
     """
     path = chosen_settings(project, settings_file)
     with settings_errors():
         current = read_settings(path)
-    updated, changes = install(current, HookChoice(capture=capture, command=command_path, server=server))
+        trimem = trimem_command(sys.executable, ctx.meta.get("trimem.world", []))
+    updated, changes = install(current, HookChoice(capture=capture, command=command_path, server=server,
+                                                   trimem=trimem))
     apply(path, updated, changes, show, unchanged=f"trimem's hooks are already in {path} as asked; nothing changed")
 
 

@@ -3,9 +3,12 @@
 Claude Code reads hooks from a settings file's ``hooks`` key: for each event, a list of matcher
 groups, each with its list of handlers. trimem adds one handler to ``UserPromptSubmit`` (recall,
 and capture when asked, before each prompt) and one to ``SessionStart`` (recall at session
-start), each in a group of its own. It recognises its handlers by their content, the
-``recall_for_prompt`` tool on the named MCP server or a command starting with ``trimem hook ``,
-so a second install replaces them where they are and an uninstall takes out exactly them.
+start), each in a group of its own. A command is written with the absolute path of the
+``trimem`` that installs it (``trimem_command``), so it runs whether or not that virtualenv is on
+Claude Code's PATH. trimem recognises its handlers by what they run, the ``recall_for_prompt``
+tool on the named MCP server or a ``trimem hook`` command by any path (``runs_trimem_hook``), so a
+second install replaces them where they are, one the user fixed by hand included, and an
+uninstall takes out exactly them.
 Everything else in the file (other hooks, their order, other keys) is left as it was.
 
 This module knows no Click: ``mcp_server/cli/hooks.py`` reads the options and prints what changed.
@@ -16,17 +19,19 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shlex
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Literal
 
 RECALL_TOOL = "recall_for_prompt"
 """The MCP tool a ``UserPromptSubmit`` hook calls on the mcp_tool path."""
-HOOK_COMMAND = "trimem hook"
+HOOK_GROUP = "hook"
 """The command path: ``trimem hook prompt`` and ``trimem hook session``."""
+HOOK_COMMANDS = ("prompt", "session")
 DEFAULT_SERVER = "trimem"
 """The trimem MCP server's name in ``claude mcp list`` when the user kept the default."""
 PROMPT_TIMEOUT_SECONDS = 10
@@ -56,11 +61,17 @@ class HookChoice:
     command: bool = False
     """Recall before each prompt with ``trimem hook prompt`` rather than the running server's tool."""
     server: str = DEFAULT_SERVER
+    trimem: tuple[str, ...] = ("trimem",)
+    """The command line that runs this trimem, options included (``trimem_command``)."""
+
+    def hook_command(self, *args: str) -> str:
+        """The shell command that runs ``trimem hook ARGS`` with this trimem and its options."""
+        return shlex.join([*self.trimem, HOOK_GROUP, *args])
 
     def handlers(self) -> dict[str, Handler]:
         """trimem's handler for each event it hooks, as Claude Code's settings spell it."""
         if self.command:
-            prompt = {"type": "command", "command": f"{HOOK_COMMAND} prompt" + (" --capture" if self.capture else ""),
+            prompt = {"type": "command", "command": self.hook_command("prompt", *(["--capture"] if self.capture else [])),
                       "timeout": PROMPT_TIMEOUT_SECONDS}
         else:
             # Claude Code fills ${field} from the hook's input (the UserPromptSubmit payload)
@@ -69,7 +80,7 @@ class HookChoice:
                                 "capture": self.capture},
                       "timeout": PROMPT_TIMEOUT_SECONDS}
         # SessionStart fires while MCP servers may still be connecting: always the command path
-        session = {"type": "command", "command": f"{HOOK_COMMAND} session", "timeout": SESSION_TIMEOUT_SECONDS}
+        session = {"type": "command", "command": self.hook_command("session"), "timeout": SESSION_TIMEOUT_SECONDS}
         return {PROMPT_EVENT: prompt, SESSION_EVENT: session}
 
 
@@ -99,7 +110,43 @@ def is_trimem_handler(handler: Handler, server: str) -> bool:
     if handler.get("type") == "mcp_tool":
         return handler.get("tool") == RECALL_TOOL and handler.get("server") == server
     command = handler.get("command")
-    return handler.get("type") == "command" and isinstance(command, str) and command.startswith(f"{HOOK_COMMAND} ")
+    return handler.get("type") == "command" and isinstance(command, str) and runs_trimem_hook(command)
+
+
+def runs_trimem_hook(command: str) -> bool:
+    """Whether a shell command runs ``trimem hook prompt|session``, by whatever path and with whatever
+    options: ``trimem``, ``/any/where/trimem`` (or ``trimem.exe``), or ``PYTHON -m mcp_server``."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # unbalanced quotes: not a command trimem wrote
+        return False
+    if words and PurePath(words[0]).name in ("trimem", "trimem.exe"):
+        rest = words[1:]
+    elif words[1:3] == ["-m", "mcp_server"]:
+        rest = words[3:]
+    else:
+        return False
+    while rest and rest[0].startswith("-"):  # the group's options: --config FILE, --db PATH, --log-level L
+        rest = rest[1:] if "=" in rest[0] else rest[2:]
+    return rest[:1] == [HOOK_GROUP] and rest[1:2] != [] and rest[1] in HOOK_COMMANDS
+
+
+def trimem_command(executable: str, options: Sequence[str] = ()) -> tuple[str, ...]:
+    """The command line that runs the trimem of the Python at ``executable``, with ``options``
+    (``--config`` and ``--db``, made absolute by the caller) before its command.
+
+    The ``trimem`` script pip put beside that Python when there is one, else that Python with
+    ``-m mcp_server``: either by absolute path, since Claude Code runs hooks with its own PATH,
+    where a virtualenv's ``bin`` seldom is. ``SettingsError`` when there is no such Python."""
+    python = Path(executable) if executable else None
+    if python is None or not python.is_absolute() or not python.exists():
+        raise SettingsError(f"cannot tell where this trimem's Python is (sys.executable is {executable!r}); run "
+                            "trimem hooks install with the trimem you registered with Claude Code")
+    for name in ("trimem", "trimem.exe"):
+        script = python.with_name(name)
+        if script.is_file():
+            return (str(script), *options)
+    return (str(python), "-m", "mcp_server", *options)
 
 
 def install(settings: Settings, choice: HookChoice) -> tuple[Settings, list[Change]]:
