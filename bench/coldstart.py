@@ -1,5 +1,6 @@
-"""Cold start over stdio: spawn → ``initialize`` answered, spawn → first tool call answered,
-and the server process's peak resident memory, beside a minimal MCP server as the floor.
+"""Cold start over stdio: spawn → ``initialize`` answered, spawn → ``tools/list`` answered, spawn →
+first tool call answered, and the server process's peak resident memory, beside a minimal MCP
+server as the floor.
 
 Uses the MCP SDK's own stdio client (``stdio_client`` + ``ClientSession``), so the
 numbers are what an MCP client sees. Peak RSS is ``VmHWM`` from ``/proc/<pid>/status``
@@ -29,9 +30,11 @@ TRIMEM = "trimem serve"
 
 @dataclass(frozen=True)
 class Start:
-    """One spawn: seconds to the initialize answer and to the first tool answer; peak RSS in MB."""
+    """One spawn: seconds to the initialize answer, to the tool list and to the first tool answer;
+    peak RSS in MB."""
 
     initialize: float
+    tools_listed: float
     first_call: float
     peak_rss_mb: float | None
     ok: bool
@@ -77,10 +80,12 @@ async def _spawn(
     async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         initialized = time.perf_counter() - started
+        await session.list_tools()
+        listed = time.perf_counter() - started
         result = await session.call_tool(tool, arguments)
         answered = time.perf_counter() - started
         peak = _peak_rss_mb(children() - before)
-    return Start(initialized, answered, peak, not result.is_error)
+    return Start(initialized, listed, answered, peak, not result.is_error)
 
 
 def spawn(command: str, args: list[str], env: dict[str, str], tool: str, arguments: dict) -> Start:
@@ -101,7 +106,8 @@ class ColdStart:
         starts = self.runs[server]
         peaks = [s.peak_rss_mb for s in starts if s.peak_rss_mb is not None]
         return Start(
-            statistics.median(s.initialize for s in starts), statistics.median(s.first_call for s in starts),
+            statistics.median(s.initialize for s in starts), statistics.median(s.tools_listed for s in starts),
+            statistics.median(s.first_call for s in starts),
             max(peaks) if peaks else None, all(s.ok for s in starts),
         )
 
@@ -151,12 +157,14 @@ def table(cold: ColdStart) -> str:
             [
                 name,
                 f"{1000 * start.initialize:.0f}",
+                f"{1000 * start.tools_listed:.0f}",
                 f"{1000 * start.first_call:.0f}",
                 f"{start.peak_rss_mb:.0f}" if start.peak_rss_mb is not None else "n/a",
                 "yes" if start.ok else "NO",
             ]
         )
-    headers = ["server", "spawn → initialize, ms", "spawn → first tool answer, ms", "peak RSS, MB", "tool ok"]
+    headers = ["server", "spawn → initialize, ms", "spawn → tools/list, ms", "spawn → first tool answer, ms",
+               "peak RSS, MB", "tool ok"]
     return report.table(headers, rows)
 
 
@@ -164,7 +172,9 @@ def markdown(cold: ColdStart) -> str:
     return f"""### Cold start (stdio)
 
 Median of {cold.repeats} spawns each, alternating, after one untimed spawn of each (warm OS file cache),
-through the SDK's `stdio_client` + `ClientSession`. trimem's first tool answer is `search_memory`
+through the SDK's `stdio_client` + `ClientSession`. trimem answers the handshake from its cache of
+the last start's answers while the SDK loads (`mcp_server/handshake.py`; the untimed spawn fills it).
+trimem's first tool answer is `search_memory`
 (the models load in the background from start-up; the first search waits for them); the floor's is
 its `echo` tool. Peak RSS is the server process's `VmHWM`.
 

@@ -35,3 +35,7 @@ def learned_line(learned: LearnedScore) -> str:
     if learned.restates:
         line += "; the query all but repeats it, so it comes first, in the hand-set order"
     return line + (f"; score {learned.score:.3f}, as high as the best after it" if learned.score != learned.probability else "")
+
+
+NOTHING_RELEVANT = "No stored memory is relevant to this query."
+"""What a search that returns nothing says, on every front end."""

@@ -162,6 +162,13 @@ class Config:
 
         return Path(platformdirs.user_cache_dir("trimem", appauthor=False)) / "onnx"
 
+    def handshake_cache_dir(self) -> Path:
+        """Where the stdio server keeps its last answers to an MCP client's handshake
+        (``mcp_server/handshake.py``): ``handshake`` in the user's cache folder."""
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("trimem", appauthor=False)) / "handshake"
+
     def using(self, database: str) -> Config:
         """A copy that stores memories in ``database``: a ``postgresql://`` URL, or an SQLite file
         (``trimem --db`` takes either)."""

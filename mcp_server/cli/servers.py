@@ -30,13 +30,14 @@ AUTH_MODES = ("tokens", "none")
 @click.pass_obj
 def serve(config: Config, transport: str, host: str, port: int, auth: str | None) -> None:
     """Run the MCP server (what an MCP client's configuration starts, or a service for many users over HTTP)."""
+
     if transport == "stdio":
         if auth is not None or host != "127.0.0.1":
             raise click.UsageError("--host and --auth go with --transport http; over stdio the caller is the user")
-        from mcp_server.tools.server import build_server
+        from mcp_server.handshake import serve_stdio
 
         exit_on_stop_signals()
-        build_server(config).run("stdio")
+        serve_stdio(config)
         return
     from mcp_server.service.http import http_app, is_loopback
 

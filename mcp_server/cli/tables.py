@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from mcp_server.models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, SearchOutput
-from mcp_server.replies import NOTHING_RELEVANT
-from mcp_server.wording import metadata_value
+from mcp_server.wording import NOTHING_RELEVANT, metadata_value
 from store.records import short_id
+
+if TYPE_CHECKING:  # the MCP SDK's types, which every command would otherwise import
+    from mcp_server.models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, SearchOutput
 
 METADATA_CHARS = 28
 MIN_TEXT_CHARS = 30

@@ -1,0 +1,234 @@
+"""The stdio server's first half second: the MCP handshake answered at once, while the SDK loads.
+
+Importing the MCP SDK and building trimem's tools costs about half a second of CPU before the
+SDK can answer anything, and a client that starts a session meanwhile (Claude Code in ``-p``
+runs) may go ahead without trimem's tools and hooks. So ``trimem serve`` reads stdin itself
+from its first instant (``Front``): ``ping`` is answered at once, and ``initialize`` and
+``tools/list`` too when this same server answered them before (``AnswerCache``, keyed by
+everything they depend on). Every message, those included, is then handed to the SDK's server
+in the order it came, and the SDK's own answers to what was already answered are dropped, so
+the SDK's session sees the whole conversation. Without a cached answer (a first start, a new
+version or configuration) the request waits for the SDK, whose answer is then cached.
+
+Only the standard library is imported here: that is what makes it fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from store.config import Config
+
+CACHED_METHODS = ("initialize", "tools/list")
+"""The requests answered from the cache: what a client asks before its first tool call."""
+ID = int | str
+
+
+class AnswerCache:
+    """The last answers of this server to ``initialize`` and ``tools/list``, one file per method and
+    protocol version in ``folder``, each valid only for the ``key`` it was written under."""
+
+    def __init__(self, folder: Path, key: str) -> None:
+        self.folder = folder
+        self.key = key
+
+    @classmethod
+    def for_server(cls, folder: Path, configuration: str) -> AnswerCache:
+        """The cache of a server with ``configuration`` (its settings, as text) run by this code:
+        trimem's and the SDK's versions and every source file of ``mcp_server`` (a change to a tool
+        in a checkout changes its schema without a new version) are part of the key."""
+        package = Path(__file__).parent
+        sources = sorted(
+            (str(path.relative_to(package)), path.stat().st_mtime_ns, path.stat().st_size)
+            for path in package.rglob("*.py")
+        )
+        versions = [version_of(name) for name in ("trimem", "mcp", "pydantic")]
+        key = hashlib.sha256(json.dumps([versions, sources, configuration]).encode()).hexdigest()
+        return cls(folder, key)
+
+    def _path(self, method: str, protocol: str) -> Path:
+        return self.folder / f"{method.replace('/', '-')}-{protocol}.json"
+
+    def answer(self, method: str, protocol: str) -> Any | None:
+        """The cached result of ``method`` under ``protocol``, or None."""
+        try:
+            stored = json.loads(self._path(method, protocol).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return stored.get("result") if isinstance(stored, dict) and stored.get("key") == self.key else None
+
+    def remember(self, method: str, protocol: str, result: Any) -> None:
+        """Keep ``result`` for the next start; a cache that cannot be written only costs that start time."""
+        path = self._path(method, protocol)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps({"key": self.key, "result": result}), encoding="utf-8")
+            os.replace(temporary, path)
+        except OSError:
+            temporary.unlink(missing_ok=True)
+
+
+def version_of(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class Front:
+    """stdin and stdout of the stdio server, owned from the start: the handshake answered early,
+    every line handed on to the SDK (``reader``), the SDK's lines written out (``writer``)."""
+
+    def __init__(self, cache: AnswerCache, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
+        self.cache = cache
+        self._in = wire_in
+        self._out = wire_out
+        self._write_lock = threading.Lock()
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._answered: set[ID] = set()
+        """Requests answered here, whose answers from the SDK are dropped."""
+        self._pending: dict[ID, tuple[str, str]] = {}
+        """Cacheable requests left to the SDK: id → (method, protocol version)."""
+        self._protocol = ""
+        self._state_lock = threading.Lock()
+        self.reader = LineReader(self._lines)
+        self.writer = LineWriter(self._from_sdk)
+
+    @classmethod
+    def on_stdio(cls, cache: AnswerCache) -> Front:
+        """A front on this process's stdin and stdout, which it takes over: fd 0 then reads the null
+        device and fd 1 writes to stderr, so nothing else in the process can write on the wire."""
+        wire_in = os.fdopen(os.dup(0), "rb")
+        wire_out = os.fdopen(os.dup(1), "wb", buffering=0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        return cls(cache, wire_in, wire_out)
+
+    def start(self) -> Front:
+        threading.Thread(target=self._read, name="trimem-stdin", daemon=True).start()
+        return self
+
+    def _read(self) -> None:
+        """Every line of stdin, answered here when it can be, then handed on; EOF ends the reader."""
+        for raw in iter(self._in.readline, b""):
+            line = raw.decode("utf-8", errors="replace")
+            self._early(line)
+            self._lines.put(line)
+        self._lines.put("")
+
+    def _early(self, line: str) -> None:
+        """Answer ``line`` now when it is a ping, or a handshake request answered before."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(message, dict) or "id" not in message or not isinstance(message.get("method"), str):
+            return
+        method, request_id, params = message["method"], message["id"], message.get("params") or {}
+        with self._state_lock:
+            if method == "initialize" and isinstance(params, dict):
+                self._protocol = str(params.get("protocolVersion", ""))
+            protocol = self._protocol
+        result = {} if method == "ping" else None
+        if method in CACHED_METHODS and not (method == "tools/list" and params.get("cursor")):
+            result = self.cache.answer(method, protocol)
+            if result is None:
+                with self._state_lock:
+                    self._pending[request_id] = (method, protocol)
+        if result is not None:
+            with self._state_lock:
+                self._answered.add(request_id)
+            self._send(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, separators=(",", ":")))
+
+    def _from_sdk(self, line: str) -> None:
+        """A line the SDK wrote: dropped when it answers what was answered here, kept in the cache
+        when it answers a handshake request for the first time, written out otherwise."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and "method" not in message and message.get("id") is not None:
+            request_id = message["id"]
+            with self._state_lock:
+                if request_id in self._answered:
+                    self._answered.discard(request_id)
+                    return
+                pending = self._pending.pop(request_id, None)
+            if pending is not None and "result" in message:
+                self.cache.remember(*pending, message["result"])
+        self._send(line)
+
+    def _send(self, line: str) -> None:
+        with self._write_lock:
+            self._out.write(line.rstrip("\n").encode("utf-8") + b"\n")
+            self._out.flush()
+
+
+class LineReader:
+    """What the SDK reads as its stdin: the lines the front handed on, ``""`` at the end."""
+
+    def __init__(self, lines: queue.Queue[str]) -> None:
+        self._lines = lines
+        self._ended = False
+
+    def readline(self) -> str:
+        if self._ended:
+            return ""
+        line = self._lines.get()
+        self._ended = line == ""
+        return line
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.readline, "")
+
+
+class LineWriter:
+    """What the SDK writes as its stdout: whole lines, each handed to the front."""
+
+    def __init__(self, deliver: Callable[[str], None]) -> None:
+        self._deliver = deliver
+        self._buffer = ""
+
+    def write(self, text: str) -> int:
+        self._buffer += text
+        *lines, self._buffer = self._buffer.split("\n")
+        for line in lines:
+            if line:
+                self._deliver(line)
+        return len(text)
+
+    def flush(self) -> None:
+        """Every whole line is delivered as it is written: nothing waits here."""
+
+
+def serve_stdio(config: Config) -> None:
+    """Serve MCP over stdio for ``config``: the front on stdin and stdout at once, then the MCP
+    server (whose import and construction are the slow part) on the front's streams."""
+    front = Front.on_stdio(AnswerCache.for_server(config.handshake_cache_dir(), repr(config))).start()
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from mcp_server.tools.server import build_server
+
+    # what MCPServer.run_stdio_async runs, on other streams
+    lowlevel = build_server(config)._lowlevel_server
+
+    async def run() -> None:
+        async with stdio_server(stdin=anyio.wrap_file(front.reader), stdout=anyio.wrap_file(front.writer)) as (
+            read_stream, write_stream,
+        ):
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+    anyio.run(run)
+
