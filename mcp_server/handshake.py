@@ -2,10 +2,11 @@
 
 Importing the MCP SDK and building trimem's tools costs about half a second of CPU before the
 SDK can answer anything, and a client that starts a session meanwhile (Claude Code in ``-p``
-runs) may go ahead without trimem's tools and hooks. So ``trimem serve`` reads stdin itself
-from its first instant (``Front``): ``ping`` is answered at once, and ``initialize`` and
-``tools/list`` too when this same server answered them before (``AnswerCache``, keyed by
-everything they depend on). Every message, those included, is then handed to the SDK's server
+runs waits about two seconds) may go ahead without trimem's tools and hooks. So ``trimem serve``
+reads stdin itself from its first instant (``Front``): ``ping`` is answered at once, and what a
+client asks before its first call (``CACHED_METHODS``: the handshake of either protocol era,
+``initialize`` or ``server/discover``, and the lists of tools, prompts and resources) too, when
+this same server answered it before (``AnswerCache``, keyed by everything the answers depend on). Every message, those included, is then handed to the SDK's server
 in the order it came, and the SDK's own answers to what was already answered are dropped, so
 the SDK's session sees the whole conversation. Without a cached answer (a first start, a new
 version or configuration) the request waits for the SDK, whose answer is then cached.
@@ -19,6 +20,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterator
 from importlib import metadata
@@ -27,14 +29,29 @@ from typing import Any, BinaryIO
 
 from store.config import Config
 
-CACHED_METHODS = ("initialize", "tools/list")
-"""The requests answered from the cache: what a client asks before its first tool call."""
+CACHED_METHODS = ("initialize", "server/discover", "tools/list", "prompts/list", "resources/list")
+"""The requests answered from the cache: what a client asks before its first tool call, whose
+answers depend only on the server and the protocol version (``server/discover`` is the
+2026-07-28 protocol's handshake, which Claude Code 2.1 speaks; ``initialize`` the earlier one)."""
+VERSION = re.compile(r"[0-9A-Za-z.-]{0,32}")
+"""A protocol version as a cache file may be named after (versions are dates)."""
+PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
+"""Where a request of the 2026-07-28 protocol names its version: every request carries it."""
+LISTEN, ACKNOWLEDGED = "subscriptions/listen", "notifications/subscriptions/acknowledged"
+"""The 2026-07-28 protocol's subscription, which a server acknowledges with a notification (not an
+answer: the request stays open for the notifications it asked for). Claude Code counts a server
+connected once it is acknowledged."""
+SUBSCRIPTION_META = "io.modelcontextprotocol/subscriptionId"
+"""Where an acknowledgement names its subscription: the listen request's id."""
+Ask = tuple[str, str, str]
+"""What a cached answer answers: the method, the protocol version, and a digest of the request's
+parameters where the answer depends on them (the notifications a listen asks for), else ``""``."""
 ID = int | str
 
 
 class AnswerCache:
-    """The last answers of this server to ``initialize`` and ``tools/list``, one file per method and
-    protocol version in ``folder``, each valid only for the ``key`` it was written under."""
+    """The last answers of this server to ``CACHED_METHODS``, one file per method and protocol
+    version in ``folder``, each valid only for the ``key`` it was written under."""
 
     def __init__(self, folder: Path, key: str) -> None:
         self.folder = folder
@@ -54,20 +71,30 @@ class AnswerCache:
         key = hashlib.sha256(json.dumps([versions, sources, configuration]).encode()).hexdigest()
         return cls(folder, key)
 
-    def _path(self, method: str, protocol: str) -> Path:
-        return self.folder / f"{method.replace('/', '-')}-{protocol}.json"
+    def _path(self, ask: Ask) -> Path | None:
+        """The file for ``ask``; None for a version no file may be named after (it comes from the
+        client: never a path)."""
+        method, protocol, variant = ask
+        if not VERSION.fullmatch(protocol):
+            return None
+        return self.folder / f"{'-'.join(filter(None, (method.replace('/', '-'), protocol, variant)))}.json"
 
-    def answer(self, method: str, protocol: str) -> Any | None:
-        """The cached result of ``method`` under ``protocol``, or None."""
+    def answer(self, ask: Ask) -> Any | None:
+        """The cached answer to ``ask``, or None."""
+        path = self._path(ask)
+        if path is None:
+            return None
         try:
-            stored = json.loads(self._path(method, protocol).read_text(encoding="utf-8"))
+            stored = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         return stored.get("result") if isinstance(stored, dict) and stored.get("key") == self.key else None
 
-    def remember(self, method: str, protocol: str, result: Any) -> None:
+    def remember(self, ask: Ask, result: Any) -> None:
         """Keep ``result`` for the next start; a cache that cannot be written only costs that start time."""
-        path = self._path(method, protocol)
+        path = self._path(ask)
+        if path is None:
+            return
         temporary = path.with_name(f".{path.name}.{os.getpid()}")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -96,8 +123,10 @@ class Front:
         self._lines: queue.Queue[str] = queue.Queue()
         self._answered: set[ID] = set()
         """Requests answered here, whose answers from the SDK are dropped."""
-        self._pending: dict[ID, tuple[str, str]] = {}
-        """Cacheable requests left to the SDK: id → (method, protocol version)."""
+        self._acknowledged: set[ID] = set()
+        """Subscriptions acknowledged here, whose acknowledgements from the SDK are dropped."""
+        self._pending: dict[ID, Ask] = {}
+        """Cacheable requests left to the SDK, by id: its answer is cached when it comes."""
         self._protocol = ""
         self._state_lock = threading.Lock()
         self.reader = LineReader(self._lines)
@@ -136,38 +165,83 @@ class Front:
         if not isinstance(message, dict) or "id" not in message or not isinstance(message.get("method"), str):
             return
         method, request_id, params = message["method"], message["id"], message.get("params") or {}
+        if not isinstance(params, dict):
+            return
+        protocol = self._protocol_of(method, params)
+        if method == "ping":
+            self._answer(request_id, {})
+        elif method == LISTEN:
+            variant = hashlib.sha256(json.dumps(params.get("notifications"), sort_keys=True).encode()).hexdigest()
+            self._from_cache(request_id, (method, protocol, variant[:16]), self._acknowledge)
+        elif method in CACHED_METHODS and not params.get("cursor"):  # a page past the first is never cached
+            self._from_cache(request_id, (method, protocol, ""), self._answer)
+
+    def _from_cache(self, request_id: ID, ask: Ask, reply: Callable[[ID, Any], None]) -> None:
+        cached = self.cache.answer(ask)
+        if cached is not None:
+            reply(request_id, cached)
+            return
         with self._state_lock:
-            if method == "initialize" and isinstance(params, dict):
-                self._protocol = str(params.get("protocolVersion", ""))
-            protocol = self._protocol
-        result = {} if method == "ping" else None
-        if method in CACHED_METHODS and not (method == "tools/list" and params.get("cursor")):
-            result = self.cache.answer(method, protocol)
-            if result is None:
-                with self._state_lock:
-                    self._pending[request_id] = (method, protocol)
-        if result is not None:
-            with self._state_lock:
-                self._answered.add(request_id)
-            self._send(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, separators=(",", ":")))
+            self._pending[request_id] = ask
+
+    def _answer(self, request_id: ID, result: Any) -> None:
+        with self._state_lock:
+            self._answered.add(request_id)
+        self._send(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, separators=(",", ":")))
+
+    def _acknowledge(self, request_id: ID, params: Any) -> None:
+        with self._state_lock:
+            self._acknowledged.add(request_id)
+        params = {**params, "_meta": {**params.get("_meta", {}), SUBSCRIPTION_META: request_id}}
+        self._send(json.dumps({"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": params}, separators=(",", ":")))
+
+    def _protocol_of(self, method: str, params: dict[str, Any]) -> str:
+        """The protocol version a request is asked under: its own (``initialize``'s
+        ``protocolVersion``, or the 2026-07-28 protocol's ``_meta``), else the session's."""
+        meta = params.get("_meta")
+        own = params.get("protocolVersion") if method == "initialize" else (
+            meta.get(PROTOCOL_META) if isinstance(meta, dict) else None)
+        with self._state_lock:
+            if method == "initialize" and own is not None:
+                self._protocol = str(own)
+            return self._protocol if own is None else str(own)
 
     def _from_sdk(self, line: str) -> None:
-        """A line the SDK wrote: dropped when it answers what was answered here, kept in the cache
-        when it answers a handshake request for the first time, written out otherwise."""
+        """A line the SDK wrote: dropped when it answers or acknowledges what was already answered
+        or acknowledged here, kept in the cache when it does so for the first time, written out."""
         try:
             message = json.loads(line)
         except ValueError:
             message = None
-        if isinstance(message, dict) and "method" not in message and message.get("id") is not None:
-            request_id = message["id"]
-            with self._state_lock:
-                if request_id in self._answered:
-                    self._answered.discard(request_id)
-                    return
-                pending = self._pending.pop(request_id, None)
-            if pending is not None and "result" in message:
-                self.cache.remember(*pending, message["result"])
+        if isinstance(message, dict) and self._handled_here(message):
+            return
         self._send(line)
+
+    def _handled_here(self, message: dict[str, Any]) -> bool:
+        """Whether ``message`` from the SDK repeats what this front sent already; a first answer to a
+        cacheable request is cached on the way."""
+        if message.get("method") == ACKNOWLEDGED:
+            params = message.get("params")
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            if not isinstance(params, dict) or not isinstance(meta, dict):
+                return False
+            unnamed = {**params, "_meta": {key: value for key, value in meta.items() if key != SUBSCRIPTION_META}}
+            return self._settled(self._acknowledged, meta.get(SUBSCRIPTION_META), unnamed)
+        if "method" not in message and message.get("id") is not None:  # an answer, a result or an error
+            return self._settled(self._answered, message["id"], message.get("result"))
+        return False
+
+    def _settled(self, sent: set[ID], request_id: Any, answer: Any) -> bool:
+        """True when this front already sent the reply to ``request_id`` (in ``sent``); else the
+        reply ``answer`` (None: nothing to keep) is cached when the request was cacheable."""
+        with self._state_lock:
+            if request_id in sent:
+                sent.discard(request_id)
+                return True
+            ask = self._pending.pop(request_id, None)
+        if ask is not None and answer is not None:
+            self.cache.remember(ask, answer)
+        return False
 
     def _send(self, line: str) -> None:
         with self._write_lock:

@@ -46,8 +46,8 @@ def handed_on(front: Front) -> list[str]:
 
 def test_a_cached_handshake_is_answered_at_once_and_still_handed_to_the_sdk(tmp_path: Path) -> None:
     cache = AnswerCache(tmp_path, "key")
-    cache.remember("initialize", PROTOCOL, {"serverInfo": {"name": "trimem"}})
-    cache.remember("tools/list", PROTOCOL, {"tools": [{"name": "add_memory"}]})
+    cache.remember(("initialize", PROTOCOL, ""), {"serverInfo": {"name": "trimem"}})
+    cache.remember(("tools/list", PROTOCOL, ""), {"tools": [{"name": "add_memory"}]})
     lines = [INITIALIZE, INITIALIZED, request(2, "tools/list"), request(3, "ping"), request(4, "tools/call")]
     front, wire_out = front_on(cache, lines)
     assert written(wire_out) == [
@@ -64,16 +64,18 @@ def test_a_cached_handshake_is_answered_at_once_and_still_handed_to_the_sdk(tmp_
 
 def test_without_a_cached_answer_the_sdk_answers_and_its_answer_is_kept(tmp_path: Path) -> None:
     cache = AnswerCache(tmp_path, "key")
-    AnswerCache(tmp_path, "an older server").remember("initialize", PROTOCOL, {"stale": True})
+    AnswerCache(tmp_path, "an older server").remember(("initialize", PROTOCOL, ""), {"stale": True})
     front, wire_out = front_on(cache, [INITIALIZE, request(2, "tools/list", cursor="next")])
     assert written(wire_out) == []  # a stale entry answers nothing; a page past the first is never cached
     answer = {"jsonrpc": "2.0", "id": 1, "result": {"serverInfo": {"name": "trimem"}}}
     front.writer.write(json.dumps(answer) + "\n" + json.dumps({"jsonrpc": "2.0", "id": 2, "result": {}}))
     front.writer.write("\n")  # a line is delivered whole, however the SDK's writes split it
     assert written(wire_out) == [answer, {"jsonrpc": "2.0", "id": 2, "result": {}}]
-    assert cache.answer("initialize", PROTOCOL) == answer["result"]
-    assert cache.answer("tools/list", PROTOCOL) is None
-    assert cache.answer("initialize", "2024-11-05") is None  # per protocol version
+    assert cache.answer(("initialize", PROTOCOL, "")) == answer["result"]
+    assert cache.answer(("tools/list", PROTOCOL, "")) is None
+    assert cache.answer(("initialize", "2024-11-05", "")) is None  # per protocol version
+    cache.remember(("initialize", "../../escaped", ""), {"x": 1})  # a version comes from the client: never a path
+    assert sorted(path.name for path in tmp_path.rglob("*")) == [f"initialize-{PROTOCOL}.json"]
 
 
 def test_an_error_or_a_notification_from_the_sdk_is_written_out_and_nothing_is_cached(tmp_path: Path) -> None:
@@ -83,7 +85,37 @@ def test_an_error_or_a_notification_from_the_sdk_is_written_out_and_nothing_is_c
     log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}
     front.writer.write(json.dumps(error) + "\n" + json.dumps(log) + "\n")
     assert written(wire_out) == [error, log]
-    assert cache.answer("initialize", PROTOCOL) is None
+    assert cache.answer(("initialize", PROTOCOL, "")) is None
+
+
+MODERN = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientInfo": {"name": "test"}}
+
+
+def test_the_2026_protocol_handshake_and_its_subscription_are_answered_from_the_cache(tmp_path: Path) -> None:
+    """Claude Code 2.1 speaks the 2026-07-28 protocol: no initialize, each request names its version,
+    and a server counts as connected once its subscription is acknowledged (a notification)."""
+    lines = [request("discover", "server/discover", _meta=META),
+             request("listen:0", "subscriptions/listen", _meta=META, notifications={"toolsListChanged": True}),
+             request(3, "tools/list", _meta=META)]
+    ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+           "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "listen:0"},
+                      "notifications": {"toolsListChanged": True}}}
+    cold, cold_out = front_on(AnswerCache(tmp_path, "key"), lines)
+    assert written(cold_out) == []
+    from_sdk = [{"jsonrpc": "2.0", "id": "discover", "result": {"supportedVersions": [MODERN]}}, ack,
+                {"jsonrpc": "2.0", "id": 3, "result": {"tools": []}}]
+    cold.writer.write("".join(json.dumps(line) + "\n" for line in from_sdk))
+    assert written(cold_out) == from_sdk
+
+    lines[1] = lines[1].replace("listen:0", "listen:7")  # the next start's subscription has an id of its own
+    warm, warm_out = front_on(AnswerCache(tmp_path, "key"), lines)
+    acked = {**ack, "params": {**ack["params"], "_meta": {"io.modelcontextprotocol/subscriptionId": "listen:7"}}}
+    assert written(warm_out) == [from_sdk[0], acked, from_sdk[2]]
+    warm.writer.write(json.dumps(acked) + "\n")  # the SDK's own acknowledgement: already sent
+    assert len(written(warm_out)) == 3
+    other = request("listen:8", "subscriptions/listen", _meta=META, notifications={"promptsListChanged": True})
+    assert written(front_on(AnswerCache(tmp_path, "key"), [other])[1]) == []  # another ask, another answer
 
 
 def exchange(env: dict[str, str], lines: list[str], answers: int) -> list[dict[str, Any]]:
