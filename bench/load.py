@@ -156,7 +156,7 @@ async def session(run: Run, number: int, url: str, user: str, secret: str, start
             if result.is_error:
                 run.errors.append(f"{name}: {result.content[0].text}"[:200])
             elif name == "add_memory":
-                memory = result.structured_content["results"][0]["memory"]
+                memory = result.structured_content["results"][0]  # its short id, which engine.get accepts
                 run.acknowledged[memory["id"]] = (user, text)
 
 

@@ -1,17 +1,26 @@
-"""What the MCP tools return: pydantic models built from the engine's dataclasses.
+"""What trimem's tools and commands return: pydantic models built from the engine's dataclasses.
 
-They give clients an output schema and ``structured_content``. The only changes from
-``store.records`` are for the assistant's context window: each text is cut to
-``max_result_chars`` and flagged ``truncated``, and the list of dropped candidates is
-capped. Score parts and the query analysis are the engine's own dataclasses, unchanged.
+Two shapes of a memory. ``MemoryOut`` and the outputs built on it (``AddOutput``,
+``SearchOutput``, ``MemoryPage``, ``DeletedOut``, ``HistoryOutput``) are the whole record: what
+``trimem … --json`` prints, ``get_memory`` returns, and ``explain_search`` builds on. The briefs
+(``MemoryBrief`` and ``SearchBrief``, ``AddBrief``, ``PageBrief``, ``DeletedBrief``,
+``HistoryBrief``) are the structured content of the other MCP tools, which clients such as
+Claude Code hand the model in place of the text: a short id, the day, the text, a score to two
+digits, and only what is set and not implied by the call, with no null and no default (``Lean``).
+``MemoryBrief.of`` decides once what a memory shows the model; ``replies.py`` renders its text
+line from the brief. Both shapes cut each text to ``max_result_chars`` and say so; the list of
+dropped candidates is capped. Score parts and the query analysis are the engine's own
+dataclasses, unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic.json_schema import SkipJsonSchema
 
 from store.ranking.relevance import Relevance
 from store.ranking.scoring import KEYWORD_SOURCES, KeywordSource, ScoreBreakdown
@@ -27,7 +36,9 @@ from store.records import (
     Memory,
     QueryAnalysis,
     SearchHit,
+    short_id,
 )
+from store.scope import SCOPE_KEYS
 
 
 def cap(text: str, max_chars: int) -> tuple[str, bool]:
@@ -197,12 +208,13 @@ class DeletedCount(BaseModel):
     deleted_count: int
 
 
+HISTORY_EVENTS = ("ADD: stored (new_text). UPDATE: changed from old_text to new_text. DELETE: forgotten (old_text is "
+                  "what it said). RESTORE: brought back after a DELETE, with the text it had then.")
+
+
 class HistoryEventOut(BaseModel):
     memory_id: str
-    event: HistoryEventKind = Field(
-        description="ADD: stored (new_text). UPDATE: changed from old_text to new_text. DELETE: forgotten (old_text "
-                    "is what it said). RESTORE: brought back after a DELETE, with the text it had then."
-    )
+    event: HistoryEventKind = Field(description=HISTORY_EVENTS)
     old_text: str | None
     new_text: str | None
     truncated: bool = Field(description="True when old_text or new_text was cut to the server's limit.")
@@ -227,9 +239,156 @@ class HistoryOutput(BaseModel):
         return cls(events=shaped)
 
 
-class RecallOutput(BaseModel):
-    """What a hook injects before a prompt, and what it stored."""
+# --- The briefs: what the MCP tools hand the model -------------------------------------------------------------------
 
-    block: str = Field(description="The recalled memories between <trimem-memories> tags; empty when none is relevant.")
-    recalled_ids: list[str] = Field(description="The ids of the memories the block shows, best first.")
-    captured_id: str | None = Field(description="The memory the prompt is stored as, when it was captured.")
+Absent = SkipJsonSchema[None]
+"""The type of a brief's optional field when it is not set: the field is left out of the JSON
+(``Lean``), so the output schema states its type alone, not required and never null."""
+SHOWN_SCOPE_KEYS = tuple(key for key in SCOPE_KEYS if key != "user_id")
+"""The scope ids a brief shows when they are not the call's: never user_id, since a call reads
+only its own user's memories."""
+
+
+def no_null_defaults(schema: dict[str, Any]) -> None:
+    """A lean model's JSON schema without ``"default": null``: an unset field is absent, not null."""
+    for field in schema.get("properties", {}).values():
+        if "default" in field and field["default"] is None:
+            del field["default"]
+
+
+class Lean(BaseModel):
+    """A model whose JSON leaves out every field that is None, the ``FIRST`` fields first, and
+    whose schema says so: what clients put in the model's context says nothing null or default."""
+
+    model_config = ConfigDict(json_schema_extra=no_null_defaults)
+    FIRST: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def without_nulls(self, handler: SerializerFunctionWrapHandler):  # no return type: the schema stays the model's
+        data = {key: value for key, value in handler(self).items() if value is not None}
+        return {**{key: data.pop(key) for key in self.FIRST if key in data}, **data}
+
+
+class MemoryBrief(Lean):
+    """A memory as the model reads it: only what is set and not implied by the call."""
+
+    id: str = Field(description="A short id every tool taking an id accepts; get_memory shows the whole record.")
+    date: str = Field(description="The day it was stored, YYYY-MM-DD (UTC).")
+    text: str
+    agent_id: str | Absent = Field(None, description="Set, and not the call's own.")
+    run_id: str | Absent = Field(None, description="Set, and not the call's own.")
+    actor_id: str | Absent = Field(None, description="The speaker's name, for memories added from messages.")
+    role: str | Absent = Field(None, description="'user' or 'assistant', for memories added from messages.")
+    metadata: dict[str, Any] | Absent = Field(None, description="When not empty.")
+    updated: str | Absent = Field(None, description="The day it last changed, YYYY-MM-DD, when not the day stored.")
+    expires: str | Absent = Field(None, description="YYYY-MM-DD; the memory is hidden once this day has ended (UTC).")
+    truncated: Literal[True] | Absent = Field(
+        None, description="The text was cut to the server's limit; get_memory shows as much."
+    )
+
+    @classmethod
+    def of(cls, memory: Memory, scope: Mapping[str, str], max_chars: int, **extra: Any) -> Self:
+        """What ``memory`` shows a call in ``scope``: the one place that decides it."""
+        text, truncated = cap(memory.text, max_chars)
+        stored, updated = memory.created_at[:10], memory.updated_at[:10]
+        return cls(
+            id=short_id(memory.id), date=stored, text=text,
+            **{key: value for key in SHOWN_SCOPE_KEYS if (value := getattr(memory, key)) != scope.get(key)},
+            actor_id=memory.actor_id, role=memory.role, metadata=memory.metadata or None,
+            updated=updated if updated != stored else None, expires=memory.expiration_date,
+            truncated=True if truncated else None, **extra,
+        )
+
+
+class ScoredBrief(MemoryBrief):
+    FIRST = ("id", "score")
+    score: float = Field(description="Relevance in [0, 1], to 2 decimals (explain_search gives it whole).")
+
+    @classmethod
+    def of_hit(cls, hit: SearchHit, scope: Mapping[str, str], max_chars: int) -> ScoredBrief:
+        return cls.of(hit.memory, scope, max_chars, score=round(hit.score, 2))
+
+
+class SearchBrief(BaseModel):
+    """The best memories first."""
+
+    results: list[ScoredBrief]
+
+    @classmethod
+    def of(cls, hits: list[SearchHit], scope: Mapping[str, str], max_chars: int) -> SearchBrief:
+        return cls(results=[ScoredBrief.of_hit(hit, scope, max_chars) for hit in hits])
+
+
+class AddedBrief(MemoryBrief):
+    FIRST = ("event",)
+    event: AddEvent = Field(description=AddedOut.model_fields["event"].description)
+    ignored_metadata_keys: list[str] | Absent = Field(
+        None, description=AddedOut.model_fields["ignored_metadata_keys"].description
+    )
+
+
+class AddBrief(BaseModel):
+    """One entry per stored text (one per user/assistant message when messages were sent)."""
+
+    results: list[AddedBrief]
+
+    @classmethod
+    def of(cls, added: list[AddedMemory], scope: Mapping[str, str], max_chars: int) -> AddBrief:
+        return cls(results=[
+            AddedBrief.of(a.memory, scope, max_chars, event=a.event, ignored_metadata_keys=a.ignored_metadata_keys or None)
+            for a in added
+        ])
+
+
+class PageBrief(Lean):
+    """One page of memories, newest first."""
+
+    memories: list[MemoryBrief]
+    next_offset: int | Absent = Field(None, description="Pass as offset for the next page; absent on the last one.")
+
+    @classmethod
+    def of(cls, memories: list[Memory], scope: Mapping[str, str], limit: int, offset: int, max_chars: int
+           ) -> PageBrief:
+        """A full page may have a next one; a short page is the last."""
+        return cls(memories=[MemoryBrief.of(m, scope, max_chars) for m in memories],
+                   next_offset=offset + limit if len(memories) == limit else None)
+
+
+class DeletedBrief(BaseModel):
+    deleted: MemoryBrief = Field(description=DeletedOut.model_fields["deleted"].description)
+
+
+class HistoryEventBrief(Lean):
+    event: HistoryEventKind = Field(description=HISTORY_EVENTS)
+    at: str = Field(description="When, to the second (UTC).")
+    old_text: str | Absent = None
+    new_text: str | Absent = None
+    truncated: Literal[True] | Absent = Field(
+        None, description="old_text or new_text was cut to the server's limit."
+    )
+    old_metadata: dict[str, Any] | Absent = Field(None, description="Before the event, when it changed the metadata.")
+    new_metadata: dict[str, Any] | Absent = Field(None, description="After the event, when it changed the metadata.")
+
+    @classmethod
+    def of(cls, event: HistoryEvent, max_chars: int) -> HistoryEventBrief:
+        old, old_cut = cap(event.old_text, max_chars) if event.old_text is not None else (None, False)
+        new, new_cut = cap(event.new_text, max_chars) if event.new_text is not None else (None, False)
+        changed = event.new_metadata is not None and event.new_metadata != (event.old_metadata or {})
+        return cls(
+            event=event.event, at=event.created_at[:19], old_text=old, new_text=new,
+            truncated=True if old_cut or new_cut else None,
+            old_metadata=(event.old_metadata or None) if changed else None,
+            new_metadata=event.new_metadata if changed else None,
+        )
+
+
+class HistoryBrief(BaseModel):
+    """A memory's changes, oldest first."""
+
+    memory_id: str = Field(description="The memory's short id.")
+    events: list[HistoryEventBrief]
+
+    @classmethod
+    def of(cls, events: list[HistoryEvent], max_chars: int) -> HistoryBrief:
+        return cls(memory_id=short_id(events[0].memory_id), events=[HistoryEventBrief.of(e, max_chars) for e in events])
+

@@ -1,33 +1,34 @@
-"""The text a tool call hands the model: one short line per memory, nothing that is null,
-default, or the caller's own scope.
+"""The text a tool call hands the model: one short line per memory, rendered from its brief.
 
-Every tool answers twice. ``structuredContent`` is the full typed record of ``models.py``, for
-programs; the text content is what a client puts in the model's context, on every turn
-that searches, so it says only what the model can use: the memory's words, an id the other
-tools accept, its date, the score to two digits, and what is set beyond that. A line reads
+Every tool answers twice, and both answers are for the model: clients such as Claude Code put
+``structuredContent`` in its context in place of the text when a result has it, others the text.
+So the structured content of the tools that show memories is the brief of ``models.py``
+(``MemoryBrief`` and the outputs built on it): a short id the other tools accept, the day, the
+text, the score to two digits, and only what is set and not implied by the call. The text is
+one line per memory rendered from that brief, so the two never disagree:
 
     2bc388d0 0.48 2026-12-03 Ana works as a nurse at Santa Maria hospital | metadata {"category":"work"}
 
-``explain_search`` is not rendered here: it exists to show every part of every score, so its
-text stays the whole record.
+The whole record stays one call away: ``get_memory`` returns it as structured content, and the
+CLI's ``--json`` prints the full models. ``explain_search`` is not rendered here: it exists to
+show every part of every score, so its text stays the whole record.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from mcp_server.models import AddOutput, HistoryOutput, MemoryOut, MemoryPage, ScoredMemory, SearchOutput
-from store.records import short_id
-from store.scope import SCOPE_KEYS
+from mcp_server.models import AddBrief, HistoryBrief, MemoryBrief, PageBrief, ScoredBrief, SearchBrief
+from mcp_server.wording import NOTHING_RELEVANT
 
 
 def reply(output: BaseModel, text: str) -> CallToolResult:
-    """A tool result: ``text`` for the model, the whole record as structured content."""
+    """A tool result: ``text`` for the model, ``output`` (a brief, or a whole record) as structured content."""
     return CallToolResult(content=[TextContent(text=text)], structured_content=output.model_dump(mode="json"))
 
 
@@ -35,62 +36,51 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def memory_line(memory: MemoryOut, scope: Mapping[str, str], score: float | None = None) -> str:
-    """One memory: id, score (when ranked), creation date, text, then only what is set and not
-    implied by the call: another agent or run than the call's, the speaker, metadata, a later
-    update, an expiry, a cut."""
-    head = [short_id(memory.id)] + ([f"{score:.2f}"] if score is not None else []) + [memory.created_at[:10]]
-    extras = [f"{key} {value}" for key in SCOPE_KEYS
-              if (value := getattr(memory, key)) is not None and value != scope.get(key)]
+def memory_line(memory: MemoryBrief) -> str:
+    """One memory: id, score (when ranked), creation date, text, then what else its brief shows:
+    another agent or run than the call's, the speaker, metadata, a later update, an expiry, a cut."""
+    score = [f"{memory.score:.2f}"] if isinstance(memory, ScoredBrief) else []
+    head = " ".join([memory.id, *score, memory.date])
+    extras = [f"{key} {value}" for key in ("agent_id", "run_id") if (value := getattr(memory, key)) is not None]
     if memory.actor_id or memory.role:
         extras.append(f"said by {' '.join(filter(None, (memory.actor_id, memory.role and f'({memory.role})')))}")
     if memory.metadata:
         extras.append(f"metadata {compact_json(memory.metadata)}")
-    if memory.updated_at[:10] != memory.created_at[:10]:
-        extras.append(f"updated {memory.updated_at[:10]}")
-    if memory.expiration_date:
-        extras.append(f"expires {memory.expiration_date}")
+    if memory.updated:
+        extras.append(f"updated {memory.updated}")
+    if memory.expires:
+        extras.append(f"expires {memory.expires}")
     if memory.truncated:
         extras.append("text cut; get_memory shows more")
-    return " | ".join([f"{' '.join(head)} {memory.text}", *extras])
+    return " | ".join([f"{head} {memory.text}", *extras])
 
 
-def memory_lines(memories: Sequence[MemoryOut], scope: Mapping[str, str]) -> str:
-    return "\n".join(
-        memory_line(m, scope, m.score if isinstance(m, ScoredMemory) else None) for m in memories
-    )
+def memory_lines(memories: Sequence[MemoryBrief]) -> str:
+    return "\n".join(memory_line(m) for m in memories)
 
 
 def memories(count: int) -> str:
     return f"{count} {'memory' if count == 1 else 'memories'}"
 
 
-NOTHING_RELEVANT = "No stored memory is relevant to this query."
-"""What a search that returns nothing says, on every front end."""
-
-
-def search_text(output: SearchOutput, scope: Mapping[str, str]) -> str:
+def search_text(output: SearchBrief) -> str:
     if not output.results:
         return NOTHING_RELEVANT
-    return f"{memories(len(output.results))}, best first (id score date text):\n" + memory_lines(
-        output.results, scope
-    )
+    return f"{memories(len(output.results))}, best first (id score date text):\n" + memory_lines(output.results)
 
 
-def page_text(output: MemoryPage, scope: Mapping[str, str]) -> str:
+def page_text(output: PageBrief) -> str:
     if not output.memories:
         return "No memories on this page." if output.next_offset is None else "No memories here."
     more = "" if output.next_offset is None else f"; more with offset {output.next_offset}"
-    return f"{memories(len(output.memories))}, newest first (id date text){more}:\n" + memory_lines(
-        output.memories, scope
-    )
+    return f"{memories(len(output.memories))}, newest first (id date text){more}:\n" + memory_lines(output.memories)
 
 
-def added_text(output: AddOutput, scope: Mapping[str, str]) -> str:
+def added_text(output: AddBrief) -> str:
     lines = []
     for added in output.results:
         verb = "Stored" if added.event == "ADD" else "Already stored (DUPLICATE)"
-        line = f"{verb}: {memory_line(added.memory, scope)}"
+        line = f"{verb}: {memory_line(added)}"
         if added.ignored_metadata_keys:
             line += (f" | not stored in metadata: {', '.join(added.ignored_metadata_keys)} "
                      "(pass them as arguments)")
@@ -98,18 +88,18 @@ def added_text(output: AddOutput, scope: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-def history_text(output: HistoryOutput) -> str:
+def history_text(output: HistoryBrief) -> str:
     """Each event on one line, oldest first: what changed, and only that."""
     lines = []
     for event in output.events:
-        line = f"{event.created_at[:19]} {event.event}"
+        line = f"{event.at} {event.event}"
         if event.event == "DELETE":
             line += f": {event.old_text}"
         elif event.old_text is not None and event.old_text != event.new_text:
             line += f": {event.old_text} -> {event.new_text}"
         elif event.new_text is not None and event.event != "UPDATE":
             line += f": {event.new_text}"
-        if event.new_metadata is not None and event.new_metadata != (event.old_metadata or {}):
+        if event.new_metadata is not None:  # the brief shows metadata only when the event changed it
             line += f" | metadata {compact_json(event.new_metadata)}"
         lines.append(line)
-    return f"History of {short_id(output.events[0].memory_id)}, oldest first:\n" + "\n".join(lines)
+    return f"History of {output.memory_id}, oldest first:\n" + "\n".join(lines)

@@ -327,8 +327,10 @@ def test_a_terminal_gets_a_table_of_memories(run: Callable, terminal: None) -> N
     assert output_json(run("list", "--json"))["memories"][0]["id"] == ids[2]  # --json wins over the terminal
 
 
-def test_json_is_the_tools_structured_output(run: Callable, config: Config,
-                                              engine_factory: Callable[[Config], Engine]) -> None:
+def test_json_is_the_whole_record_that_the_tools_briefs_abbreviate(run: Callable, config: Config,
+                                                                  engine_factory: Callable[[Config], Engine]) -> None:
+    """``--json`` prints whole records, as ``get_memory`` returns them; the other tools' structured
+    content is the brief of the same memories (short id, score to 2 decimals), in the same order."""
     import anyio
     from mcp import Client
 
@@ -336,17 +338,23 @@ def test_json_is_the_tools_structured_output(run: Callable, config: Config,
 
     add_three(run)
 
-    async def via_mcp() -> tuple[Any, Any]:
+    async def via_mcp() -> tuple[Any, Any, Any]:
         async with Client(build_server(config, open_engine=engine_factory)) as client:
-            listed = await client.call_tool("list_memories", {"limit": 5})
-            found = await client.call_tool("search_memory", {"query": "Ana's allergy", "top_k": 2})
-            return listed.structured_content, found.structured_content
+            listed = (await client.call_tool("list_memories", {"limit": 5})).structured_content
+            found = (await client.call_tool("search_memory", {"query": "Ana's allergy", "top_k": 2})).structured_content
+            whole = [(await client.call_tool("get_memory", {"memory_id": m["id"]})).structured_content
+                     for m in listed["memories"]]
+            return listed, found, whole
 
-    listed, found = anyio.run(via_mcp)
-    assert output_json(run("list", "--limit", "5")) == listed
-    assert output_json(run("search", "Ana's allergy", "--top-k", "2", "--format", "json")) == found
+    listed, found, whole = anyio.run(via_mcp)
+    printed = output_json(run("list", "--limit", "5"))
+    assert printed == {"memories": whole, "next_offset": None}
+    assert [short_id(m["id"]) for m in printed["memories"]] == [m["id"] for m in listed["memories"]]
+    searched = output_json(run("search", "Ana's allergy", "--top-k", "2", "--format", "json"))
+    assert [(short_id(hit["id"]), round(hit["score"], 2)) for hit in searched["results"]] == [
+        (hit["id"], hit["score"]) for hit in found["results"]]
     lines = run("list", "--jsonl").stdout.splitlines()
-    assert [json.loads(line) for line in lines] == listed["memories"]
+    assert [json.loads(line) for line in lines] == printed["memories"]
     assert len(run("search", "Ana's allergy", "--jsonl").stdout.splitlines()) == len(found["results"])
     assert "choose one output format" in run("list", "--json", "--format", "table", ok=False).output
 
@@ -473,9 +481,9 @@ def test_update_memory_tool_merges_and_sets_the_expiration(config: Config, engin
             return [merged.structured_content, replaced.structured_content, listed.structured_content]
 
     merged, replaced, listed = anyio.run(scenario)
-    assert (merged["metadata"], merged["expiration_date"]) == ({"city": "Porto", "a": 1}, "2099-01-01")
-    assert (replaced["metadata"], replaced["expiration_date"]) == ({"b": 2}, None)
-    assert [m["id"] for m in listed["memories"]] == [memory_id]
+    assert (merged["metadata"], merged["expires"]) == ({"city": "Porto", "a": 1}, "2099-01-01")
+    assert replaced["metadata"] == {"b": 2} and "expires" not in replaced  # the brief leaves out what is not set
+    assert [m["id"] for m in listed["memories"]] == [short_id(memory_id)]
 
 
 # --- mistakes that say so ------------------------------------------------------------------------

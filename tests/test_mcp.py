@@ -14,6 +14,7 @@ from mcp import Client
 from mcp_client import call, fail  # pytest puts tests/ on sys.path (prepend import mode)
 
 from store import Config, Engine, load_config
+from store.records import short_id
 
 pytestmark = pytest.mark.anyio
 
@@ -53,8 +54,10 @@ async def test_memory_lifecycle_and_scopes(client: Client) -> None:
     ana = await call(client, "add_memory", text="Ana is allergic to peanuts", metadata={"category": "health"})
     [added] = ana["results"]
     assert added["event"] == "ADD"
-    memory_id = added["memory"]["id"]
-    assert added["memory"]["user_id"] == "default"  # no ids: the configured default user
+    memory_id = added["id"]  # the short id, which every tool taking an id accepts
+    whole = await call(client, "get_memory", memory_id=memory_id)  # the whole record
+    assert short_id(whole["id"]) == memory_id
+    assert whole["user_id"] == "default"  # no ids: the configured default user
     again = await call(client, "add_memory", text="ana is allergic to  peanuts")
     assert again["results"][0] == {**added, "event": "DUPLICATE"}
     await call(client, "add_memory", text="Bob is allergic to shellfish", user_id="bob")
@@ -99,7 +102,7 @@ async def test_memory_lifecycle_and_scopes(client: Client) -> None:
 
 async def test_text_that_looks_like_json_is_stored_as_text(client: Client) -> None:
     added = await call(client, "add_memory", text='["milk", "eggs"]', metadata='{"list": "shopping"}')
-    memory = added["results"][0]["memory"]
+    [memory] = added["results"]
     assert (memory["text"], memory["metadata"]) == ('["milk", "eggs"]', {"list": "shopping"})
     updated = await call(client, "update_memory", memory_id=memory["id"], text='{"milk": 2}')
     assert updated["text"] == '{"milk": 2}'
@@ -115,14 +118,14 @@ async def test_list_is_paginated(client: Client) -> None:
     while offset is not None:
         page = await call(client, "list_memories", limit=2, offset=offset)
         seen += [m["id"] for m in page["memories"]]
-        offset = page["next_offset"]
+        offset = page.get("next_offset")  # absent on the last page
     assert len(seen) == len(set(seen)) == 5
 
 
 async def test_texts_are_capped_and_flagged(connect: Callable[..., Any], config: Config) -> None:
     async with connect(config.replace("server", max_result_chars=10)) as client:
         added = await call(client, "add_memory", text="Ana keeps bees on the roof of her flat in Porto")
-        memory = added["results"][0]["memory"]
+        [memory] = added["results"]
         assert (memory["text"], memory["truncated"]) == ("Ana keeps ", True)
         hit = (await call(client, "search_memory", query="bees"))["results"][0]
         assert (hit["text"], hit["truncated"]) == ("Ana keeps ", True)
@@ -138,11 +141,12 @@ async def test_explain_under_learned_order_says_what_moved_each_memory(
         query = "When did Ana start the night shift?"
         found = (await call(client, "search_memory", query=query))["results"]
         explained = (await call(client, "explain_search", query=query))["results"]
-    assert [hit["id"] for hit in explained] == [hit["id"] for hit in found]
+    assert [short_id(hit["id"]) for hit in explained] == [hit["id"] for hit in found]
     assert found[0]["text"] == "Ana started the night shift last week"
     for hit, shown in zip(explained, found):
         learned, parts = hit["learned"], hit["score_parts"]
-        assert learned["score"] == learned["probability"] == pytest.approx(shown["score"]) == pytest.approx(hit["score"])
+        assert learned["score"] == learned["probability"] == pytest.approx(hit["score"])
+        assert shown["score"] == round(hit["score"], 2)  # search_memory's brief: 2 decimals
         assert parts["final_score"] == pytest.approx(min(parts["raw_score"] / parts["max_possible_score"], 1))
         assert [set(pull) for pull in learned["strongest"]] == [{"feature", "value", "pull"}] * 5
         assert learned["logit"] == pytest.approx(
@@ -156,7 +160,7 @@ async def test_default_user_comes_from_the_environment(connect: Callable[..., An
     config = load_config(environ={"TRIMEM_USER_ID": "ana", "TRIMEM_DB_PATH": str(db_path)})
     async with connect(config) as client:
         added = await call(client, "add_memory", text="Prefers window seats")
-        assert added["results"][0]["memory"]["user_id"] == "ana"
+        assert (await call(client, "get_memory", memory_id=added["results"][0]["id"]))["user_id"] == "ana"
         assert (await call(client, "list_memories", user_id="default"))["memories"] == []
 
 

@@ -54,10 +54,14 @@ RECORD_MODELS = [
     (records.SearchHit, models.ScoredMemory),
     (records.DroppedCandidate, models.DroppedOut),
     (records.HistoryEvent, models.HistoryEventOut),
+    (records.Memory, models.MemoryBrief),
+    (records.AddedMemory, models.AddedBrief),
+    (records.SearchHit, models.ScoredBrief),
+    (records.HistoryEvent, models.HistoryEventBrief),
 ]
 
 
-@pytest.mark.parametrize(("record", "model"), RECORD_MODELS, ids=[r.__name__ for r, _ in RECORD_MODELS])
+@pytest.mark.parametrize(("record", "model"), RECORD_MODELS, ids=[f"{r.__name__}-{m.__name__}" for r, m in RECORD_MODELS])
 def test_tool_models_allow_every_value_the_engine_can_produce(record: type, model: type[BaseModel]) -> None:
     hints = typing.get_type_hints(record)
     shared = [f.name for f in dataclasses.fields(record) if f.name in model.model_fields]
@@ -87,12 +91,14 @@ def test_explain_output_accepts_every_drop_reason(reason: str) -> None:
 def test_add_output_accepts_every_add_event(event: str) -> None:
     added = records.AddedMemory(event, _memory())
     assert models.AddedOut(event=added.event, memory=models.MemoryOut.of(added.memory, 100)).event == event
+    assert models.AddBrief.of([added], {"user_id": "ana"}, 100).results[0].event == event
 
 
 @pytest.mark.parametrize("event", get_args(records.HistoryEventKind))
 def test_history_output_accepts_every_history_event(event: str) -> None:
     history = [records.HistoryEvent("m1", event, "a", "b", {}, {}, "t0")]
     assert models.HistoryOutput.of(history, 100).events[0].event == event
+    assert models.HistoryBrief.of(history, 100).events[0].event == event
 
 
 def test_explained_hit_carries_the_engine_breakdown_unchanged() -> None:
@@ -165,8 +171,10 @@ async def test_scope_keys_inside_metadata_are_reported(client: Client) -> None:
                                                                            "genre": "jazz"})
     [result] = added["results"]
     assert result["ignored_metadata_keys"] == ["user_id", "run_id"]
-    assert (result["memory"]["user_id"], result["memory"]["metadata"]) == ("default", {"genre": "jazz"})
-    message = await fail(client, "update_memory", memory_id=result["memory"]["id"], metadata={"agent_id": "x"})
+    assert result["metadata"] == {"genre": "jazz"} and "run_id" not in result
+    whole = await call(client, "get_memory", memory_id=result["id"])
+    assert (whole["user_id"], whole["run_id"], whole["metadata"]) == ("default", None, {"genre": "jazz"})
+    message = await fail(client, "update_memory", memory_id=result["id"], metadata={"agent_id": "x"})
     assert "metadata holds the scope key(s) agent_id; update never moves a memory" in message
 
 
@@ -178,9 +186,11 @@ async def test_an_agent_id_alone_never_reaches_another_users_memories(client: Cl
     for user in ("ana", "bob", None):
         added = await call(client, "add_memory", text=f"The planner booked a train for {user or 'me'}",
                            agent_id="planner", **({"user_id": user} if user else {}))
-        ids[user] = added["results"][0]["memory"]["id"]
+        ids[user] = added["results"][0]["id"]
     mine = (await call(client, "list_memories", agent_id="planner"))["memories"]
-    assert [(m["user_id"], m["agent_id"]) for m in mine] == [("default", "planner")]
+    assert [m["id"] for m in mine] == [ids[None]]
+    whole = await call(client, "get_memory", memory_id=ids[None], agent_id="planner")
+    assert (whole["user_id"], whole["agent_id"]) == ("default", "planner")
     found = (await call(client, "search_memory", query="train booking", agent_id="planner", threshold=0))["results"]
     assert [hit["id"] for hit in found] == [ids[None]]
     assert "not found" in await fail(client, "get_memory", memory_id=ids["ana"], agent_id="planner")

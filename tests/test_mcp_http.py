@@ -114,7 +114,7 @@ def test_twenty_concurrent_sessions_all_succeed_and_every_acknowledged_write_is_
                 if result.is_error != expected_error:
                     failures.append(f"{name} in session {number}: {result.content[0].text}")
                 elif name == "add_memory":
-                    memory = result.structured_content["results"][0]["memory"]
+                    memory = result.structured_content["results"][0]
                     own.append(memory["id"])
                     acknowledged[memory["id"]] = arguments["text"]
 

@@ -1,4 +1,5 @@
-"""One scenario through the three surfaces (engine, CLI, MCP tools) gives the same answers."""
+"""One scenario through the three surfaces (engine, CLI, MCP tools) gives the same answers: the
+CLI's JSON each score whole, the MCP tools' brief each to 2 decimals."""
 
 from __future__ import annotations
 
@@ -48,13 +49,13 @@ def via_mcp(config: Config, open_engine: Callable[[Config], Engine]) -> Ranking:
     return anyio.run(scenario)
 
 
-@pytest.mark.parametrize("surface", [via_cli, via_mcp], ids=["cli", "mcp"])
+@pytest.mark.parametrize(("surface", "tolerance"), [(via_cli, 1e-6), (via_mcp, 0.005 + 1e-9)], ids=["cli", "mcp"])
 def test_surfaces_agree_with_the_engine(
-    surface: Callable[..., Ranking], another_store: Callable[[str], Config],
+    surface: Callable[..., Ranking], tolerance: float, another_store: Callable[[str], Config],
     engine_factory: Callable[[Config], Engine], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("store.engine.Engine", engine_factory)  # the CLI opens its engine with the shared models
     expected = via_engine(another_store("engine"), engine_factory)
     got = surface(another_store("surface"), engine_factory)
     assert [text for text, _ in got] == [text for text, _ in expected]
-    assert [score for _, score in got] == pytest.approx([score for _, score in expected], abs=1e-6)
+    assert [score for _, score in got] == pytest.approx([score for _, score in expected], abs=tolerance)

@@ -59,15 +59,15 @@ async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
     assert tools["search_memory"].annotations.read_only_hint is True
     assert tools["search_memory"].input_schema["properties"]["top_k"]["maximum"] == 100
 
-    ana = (await call(client, "add_memory", text="Ana moved to Lisbon in 2023"))["results"][0]["memory"]
+    ana = (await call(client, "add_memory", text="Ana moved to Lisbon in 2023"))["results"][0]
     await call(client, "add_memory", text="Ana's sister Marta lives in Madrid", metadata={"topic": "family"})
     bob = (await call(client, "add_memory", text="Bob moved to Berlin last spring", user_id="bob"))["results"][0]
 
     hits = (await call(client, "search_memory", query="Where does Ana live?"))["results"]
     assert hits and hits[0]["id"] == ana["id"]
-    assert all(hit["user_id"] == "default" for hit in hits)
+    assert {hit["text"] for hit in hits} <= {"Ana moved to Lisbon in 2023", "Ana's sister Marta lives in Madrid"}
     bob_hits = (await call(client, "search_memory", query="Where does Bob live?", user_id="bob"))["results"]
-    assert [hit["id"] for hit in bob_hits] == [bob["memory"]["id"]]  # his scope's alone
+    assert [hit["id"] for hit in bob_hits] == [bob["id"]]  # his scope's alone
     assert (await call(client, "search_memory", query="Where does Ana live?", user_id="bob"))["results"] == []
 
     explained = await call(client, "explain_search", query="Marta in Madrid", top_k=1, filters={"topic": "family"})
@@ -92,7 +92,7 @@ async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
     await call(client, "update_memory", memory_id=ana["id"], text="Ana moved to Porto in 2025")
     await call(client, "delete_memory", memory_id=ana["id"])
     events = (await call(client, "memory_history", memory_id=ana["id"]))["events"]
-    assert [(e["event"], e["new_text"]) for e in events] == [
+    assert [(e["event"], e.get("new_text")) for e in events] == [
         ("ADD", "Ana moved to Lisbon in 2023"), ("UPDATE", "Ana moved to Porto in 2025"), ("DELETE", None)
     ]
 

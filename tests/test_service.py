@@ -69,9 +69,9 @@ def test_two_users_cannot_reach_each_others_memories_by_any_tool(
         async with connected(url, alice) as as_alice, connected(url, bob) as as_bob:
             added = structured(await as_alice.call_tool(
                 "add_memory", {"text": secret_text, "metadata": {"category": "home"}}))
-            memory = added["results"][0]["memory"]
-            assert memory["user_id"] == "alice"
-            alice_id = memory["id"]
+            whole = structured(await as_alice.call_tool("get_memory", {"memory_id": added["results"][0]["id"]}))
+            assert whole["user_id"] == "alice"
+            alice_id = whole["id"]  # the full id; the tools' briefs show its first 8 characters
             structured(await as_bob.call_tool("add_memory", {"text": "Bob waters the plants on Sundays"}))
 
             refused = {
@@ -95,7 +95,7 @@ def test_two_users_cannot_reach_each_others_memories_by_any_tool(
             # Without user_id every read is Bob's own, filters and agents included.
             found = structured(await as_bob.call_tool("search_memory", {"query": "spare key flowerpot",
                                                                         "threshold": 0}))
-            assert [hit["user_id"] for hit in found["results"]] == ["bob"]
+            assert [hit["text"] for hit in found["results"]] == ["Bob waters the plants on Sundays"]
             page = structured(await as_bob.call_tool("list_memories", {"filters": {"category": "home"}}))
             assert page["memories"] == []
             explained = structured(await as_bob.call_tool("explain_search", {"query": "spare key", "threshold": 0}))
@@ -121,7 +121,9 @@ def test_a_token_bound_to_an_agent_narrows_only_within_it(
     async def scenario(url: str) -> None:
         async with connected(url, support) as as_support, connected(url, alice) as as_alice:
             added = structured(await as_support.call_tool("add_memory", {"text": "Prefers email to phone calls"}))
-            assert added["results"][0]["memory"]["agent_id"] == "support"
+            assert "agent_id" not in added["results"][0]  # the call's own agent, so the brief leaves it out
+            whole = structured(await as_support.call_tool("get_memory", {"memory_id": added["results"][0]["id"]}))
+            assert (whole["user_id"], whole["agent_id"]) == ("alice", "support")
             other = await as_support.call_tool("list_memories", {"agent_id": "planner"})
             assert other.is_error and "agent_id='support' only" in other.content[0].text
             structured(await as_alice.call_tool("add_memory", {"text": "Plans a trip to Lisbon", "agent_id": "planner"}))

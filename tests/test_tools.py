@@ -12,7 +12,7 @@ import pytest
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 
-from mcp_server.models import MemoryOut
+from mcp_server.models import MemoryBrief, MemoryOut
 from mcp_server.tools.memories import add_memory, get_memory
 from mcp_server.tools.state import State
 from store import Config, Engine
@@ -36,8 +36,10 @@ def test_a_tool_called_directly_stores_through_the_engine(context: Context[State
     state = context.request_context.lifespan_context
     added = add_memory(context, text="Ana's sister Marta lives in Madrid", metadata={"topic": "family"})
     [result] = added.structured_content["results"]
-    stored = state.engine().get(result["memory"]["id"], user_id=state.config.server.user_id)
+    scope = {"user_id": state.config.server.user_id}
+    stored = state.engine().get(result["id"], **scope)  # the brief's short id stands for the memory
     assert (stored.text, stored.metadata) == ("Ana's sister Marta lives in Madrid", {"topic": "family"})
+    assert result == {"event": "ADD", **MemoryBrief.of(stored, scope, state.max_result_chars).model_dump(mode="json")}
 
     got = get_memory(context, memory_id=stored.id)
     assert got.structured_content == MemoryOut.of(stored, state.max_result_chars).model_dump(mode="json")

@@ -1,7 +1,7 @@
 """The memory commands: add, search, list, get, update, delete, restore, delete-all, history.
 
 Each parses its options, makes one ``Engine`` call of the same name and prints the result as
-the matching MCP tool's output (``mcp_server/models.py``). Option names are the keyword
+the whole record (``mcp_server/models.py``, what ``get_memory`` returns for a memory). Option names are the keyword
 names (``--top-k`` is ``top_k=``).
 """
 

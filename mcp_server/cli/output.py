@@ -1,8 +1,9 @@
 """What a command prints, and where: the output format, tables or JSON, and the file stdout is.
 
-A command prints a compact table when stdout is a terminal, otherwise the JSON of the MCP
-tool's structured output (``mcp_server/models.py``, texts never cut), so a script reads the
-same fields from either surface; ``--format`` chooses.
+A command prints a compact table when stdout is a terminal, otherwise JSON: the whole record,
+in the full models of ``mcp_server/models.py`` (every field, whole ids and timestamps, texts
+never cut), which of the MCP tools only ``get_memory`` and ``explain_search`` return (the others
+return the lean briefs the model reads); ``--format`` chooses.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def format_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                           help=f"Short for --format {kind}.")(fn)
     return click.option(
         "--format", type=click.Choice(FORMATS), expose_value=False, callback=remember,
-        help="table for people (the default when stdout is a terminal); json, shaped as the MCP tool's structured "
-             "output (the default otherwise); jsonl, one object per line.",
+        help="table for people (the default when stdout is a terminal); json, the whole records, as the get_memory "
+             "tool gives one (the default otherwise); jsonl, one object per line.",
     )(fn)
 
 

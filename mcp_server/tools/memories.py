@@ -1,8 +1,9 @@
 """The tools that write, read and forget memories one by one or by scope, and show their history.
 
 Each applies the default scope (``call_scope``), makes one ``Engine`` call and shapes the
-result: the full record as structured content (``models.py``), a short text for the model
-(``replies.py``). The docstrings are the descriptions the model reads.
+result: as structured content, the memories' briefs (``models.py``: short ids, only what is set
+and not implied by the call), or the whole record from ``get_memory``; as text, lines rendered
+from the briefs (``replies.py``). The docstrings are the descriptions the model reads.
 """
 
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time.
@@ -16,7 +17,7 @@ from pydantic import Field
 
 from mcp_server import replies
 from mcp_server.call_scope import default_scope, named_scope
-from mcp_server.models import AddOutput, DeletedCount, DeletedOut, HistoryOutput, MemoryOut, MemoryPage
+from mcp_server.models import AddBrief, DeletedBrief, DeletedCount, HistoryBrief, MemoryBrief, MemoryOut, PageBrief
 from mcp_server.replies import reply
 from mcp_server.tools.arguments import (
     AgentId,
@@ -45,7 +46,7 @@ def add_memory(
     run_id: RunId = None,
     metadata: Metadata = None,
     expiration_date: ExpirationDate = None,
-) -> Annotated[CallToolResult, AddOutput]:
+) -> Annotated[CallToolResult, AddBrief]:
     """Remember what the user shares that is worth recalling later: a preference, plan, person or
     decision, as one short fact that reads well on its own. A repeat returns the stored one.
     """
@@ -54,21 +55,22 @@ def add_memory(
     state = state_of(ctx)
     content = text if text is not None else [m.model_dump(exclude_none=True) for m in messages]
     scope = default_scope(state.config, user_id, agent_id, run_id)
-    added = AddOutput.of(
+    added = AddBrief.of(
         state.engine().add(content, **scope, metadata=metadata, expiration_date=expiration_date),
-        state.max_result_chars,
+        scope, state.max_result_chars,
     )
-    return reply(added, replies.added_text(added, scope))
+    return reply(added, replies.added_text(added))
 
 
 def get_memory(
     ctx: Context[State], memory_id: MemoryId, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
 ) -> Annotated[CallToolResult, MemoryOut]:
-    """One memory by id, with its metadata and dates."""
+    """One memory by id: its whole record, every field."""
     state = state_of(ctx)
     scope = default_scope(state.config, user_id, agent_id, run_id)
-    memory = MemoryOut.of(state.engine().get(memory_id, **scope), state.max_result_chars)
-    return reply(memory, replies.memory_line(memory, scope))
+    memory = state.engine().get(memory_id, **scope)
+    return reply(MemoryOut.of(memory, state.max_result_chars),
+                 replies.memory_line(MemoryBrief.of(memory, scope, state.max_result_chars)))
 
 
 def list_memories(
@@ -80,14 +82,14 @@ def list_memories(
     show_expired: ShowExpired = False,
     limit: Count = 20,
     offset: Annotated[int, Field(ge=0, description="From the last page's next_offset.")] = 0,
-) -> Annotated[CallToolResult, MemoryPage]:
+) -> Annotated[CallToolResult, PageBrief]:
     """A page of memories, newest first, to review them or find an id (search_memory answers
     questions better)."""
     state = state_of(ctx)
     scope = default_scope(state.config, user_id, agent_id, run_id)
     memories = state.engine().list(**scope, filters=filters, show_expired=show_expired, limit=limit, offset=offset)
-    page = MemoryPage.of(memories, limit, offset, state.max_result_chars)
-    return reply(page, replies.page_text(page, scope))
+    page = PageBrief.of(memories, scope, limit, offset, state.max_result_chars)
+    return reply(page, replies.page_text(page))
 
 
 def update_memory(
@@ -100,26 +102,27 @@ def update_memory(
     user_id: UserId = None,
     agent_id: AgentId = None,
     run_id: RunId = None,
-) -> Annotated[CallToolResult, MemoryOut]:
+) -> Annotated[CallToolResult, MemoryBrief]:
     """Correct a memory that has become wrong or outdated, rather than adding a contradicting one;
     memory_history keeps the old text."""
     state = state_of(ctx)
     scope = default_scope(state.config, user_id, agent_id, run_id)
-    memory = MemoryOut.of(state.engine().update(
+    memory = MemoryBrief.of(state.engine().update(
         memory_id, text=text, metadata=metadata, replace_metadata=replace_metadata,
         expiration_date=expiration_date, **scope,
-    ), state.max_result_chars)
-    return reply(memory, f"Updated: {replies.memory_line(memory, scope)}")
+    ), scope, state.max_result_chars)
+    return reply(memory, f"Updated: {replies.memory_line(memory)}")
 
 
 def delete_memory(
     ctx: Context[State], memory_id: MemoryId, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
-) -> Annotated[CallToolResult, DeletedOut]:
+) -> Annotated[CallToolResult, DeletedBrief]:
     """Forget one memory, when the user asks or it is plainly wrong."""
     state = state_of(ctx)
     scope = default_scope(state.config, user_id, agent_id, run_id)
-    deleted = DeletedOut(deleted=MemoryOut.of(state.engine().delete(memory_id, **scope), state.max_result_chars))
-    return reply(deleted, f"Deleted: {replies.memory_line(deleted.deleted, scope)}")
+    deleted = DeletedBrief(deleted=MemoryBrief.of(state.engine().delete(memory_id, **scope), scope,
+                                                  state.max_result_chars))
+    return reply(deleted, f"Deleted: {replies.memory_line(deleted.deleted)}")
 
 
 def delete_all_memories(
@@ -134,10 +137,10 @@ def delete_all_memories(
 
 def memory_history(
     ctx: Context[State], memory_id: MemoryId, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
-) -> Annotated[CallToolResult, HistoryOutput]:
+) -> Annotated[CallToolResult, HistoryBrief]:
     """How a memory changed (added, updated, deleted, restored), oldest first."""
     state = state_of(ctx)
-    events = HistoryOutput.of(
+    events = HistoryBrief.of(
         state.engine().history(memory_id, **default_scope(state.config, user_id, agent_id, run_id)),
         state.max_result_chars,
     )

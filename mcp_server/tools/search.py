@@ -1,7 +1,9 @@
 """The tools that recall memories for a question, and explain how a search ranked them.
 
 Each applies the default scope (``call_scope``), makes one ``Engine`` call and shapes the
-result (``models.py``, ``replies.py``). The docstrings are the descriptions the model reads.
+result: ``search_memory`` as the memories' briefs and lines rendered from them (``models.py``,
+``replies.py``), ``explain_search`` as the whole record. The docstrings are the descriptions the
+model reads.
 """
 
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time.
@@ -14,7 +16,7 @@ from pydantic import Field
 
 from mcp_server import replies
 from mcp_server.call_scope import default_scope
-from mcp_server.models import ExplainOutput, SearchOutput
+from mcp_server.models import ExplainOutput, SearchBrief
 from mcp_server.replies import reply
 from mcp_server.tools.arguments import (
     SEARCH_TOP_K,
@@ -40,7 +42,7 @@ def search_memory(
     threshold: Threshold = None,
     filters: Filters = None,
     show_expired: ShowExpired = False,
-) -> Annotated[CallToolResult, SearchOutput]:
+) -> Annotated[CallToolResult, SearchBrief]:
     """Recall memories relevant to a question, best first. Call it before answering whenever earlier
     conversations may matter. Scores run 0 to 1: above 0.5 is a strong match, below 0.2 loose.
     """
@@ -49,8 +51,8 @@ def search_memory(
     hits = state.engine().search(
         query, **scope, top_k=top_k, threshold=threshold, filters=filters, show_expired=show_expired
     )
-    found = SearchOutput.of(hits, state.max_result_chars)
-    return reply(found, replies.search_text(found, scope))
+    found = SearchBrief.of(hits, scope, state.max_result_chars)
+    return reply(found, replies.search_text(found))
 
 
 def explain_search(

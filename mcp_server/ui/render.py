@@ -16,8 +16,7 @@ from importlib.resources import files
 from string import Template
 from typing import Any
 
-from mcp_server.replies import NOTHING_RELEVANT
-from mcp_server.wording import learned_line, metadata_value, relevance_line
+from mcp_server.wording import NOTHING_RELEVANT, learned_line, metadata_value, relevance_line
 from store.ranking.scoring import KEYWORD_SOURCES
 from store.records import Explanation, HistoryEvent, Memory, ScopeCount, SearchHit
 
