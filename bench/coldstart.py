@@ -173,7 +173,7 @@ def markdown(cold: ColdStart) -> str:
 
 Median of {cold.repeats} spawns each, alternating, after one untimed spawn of each (warm OS file cache),
 through the SDK's `stdio_client` + `ClientSession`. trimem answers the handshake from its cache of
-the last start's answers while the SDK loads (`mcp_server/handshake.py`; the untimed spawn fills it).
+the last start's answers while the SDK loads (`mcp_server/tools/handshake.py`; the untimed spawn fills it).
 trimem's first tool answer is `search_memory`
 (the models load in the background from start-up; the first search waits for them); the floor's is
 its `echo` tool. Peak RSS is the server process's `VmHWM`.

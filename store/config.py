@@ -164,7 +164,7 @@ class Config:
 
     def handshake_cache_dir(self) -> Path:
         """Where the stdio server keeps its last answers to an MCP client's handshake
-        (``mcp_server/handshake.py``): ``handshake`` in the user's cache folder."""
+        (``mcp_server/tools/handshake.py``): ``handshake`` in the user's cache folder."""
         import platformdirs
 
         return Path(platformdirs.user_cache_dir("trimem", appauthor=False)) / "handshake"

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcp_server.handshake import AnswerCache, Front
+from mcp_server.tools.handshake import AnswerCache, Front
 
 TRIMEM = Path(sys.executable).with_name("trimem")
 PROTOCOL = "2025-06-18"
@@ -86,6 +86,19 @@ def test_an_error_or_a_notification_from_the_sdk_is_written_out_and_nothing_is_c
     front.writer.write(json.dumps(error) + "\n" + json.dumps(log) + "\n")
     assert written(wire_out) == [error, log]
     assert cache.answer(("initialize", PROTOCOL, "")) is None
+
+
+def test_hostile_lines_are_handed_on_untouched_and_the_front_keeps_reading(tmp_path: Path) -> None:
+    """What the SDK refuses is the SDK's to answer: the front neither answers it nor stops over it."""
+    hostile = ['{"a":' * 5000 + "1" + "}" * 5000 + "\n", '{"jsonrpc":"2.0","id":[1],"method":"ping"}\n',
+               '{"jsonrpc":"2.0","id":{"x":1},"method":"tools/list","params":[]}\n', "\xff\xfe not json\n", "\n",
+               request(5, "ping")]
+    front, wire_out = front_on(AnswerCache(tmp_path, "key"), hostile)
+    assert written(wire_out) == [{"jsonrpc": "2.0", "id": 5, "result": {}}]
+    assert handed_on(front) == hostile
+    refusal = '{"jsonrpc":"2.0","id":[1],"error":{"code":-32600,"message":"bad id"}}'
+    front.writer.write(refusal + "\n" + "[" * 5000 + "\n")  # written out as they are, whatever they hold
+    assert wire_out.getvalue().decode().splitlines()[1:] == [refusal, "[" * 5000]
 
 
 MODERN = "2026-07-28"

@@ -34,7 +34,7 @@ def serve(config: Config, transport: str, host: str, port: int, auth: str | None
     if transport == "stdio":
         if auth is not None or host != "127.0.0.1":
             raise click.UsageError("--host and --auth go with --transport http; over stdio the caller is the user")
-        from mcp_server.handshake import serve_stdio
+        from mcp_server.tools.handshake import serve_stdio
 
         exit_on_stop_signals()
         serve_stdio(config)

@@ -160,13 +160,13 @@ class Front:
         """Answer ``line`` now when it is a ping, or a handshake request answered before."""
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # the SDK refuses it too, and says so
             return
-        if not isinstance(message, dict) or "id" not in message or not isinstance(message.get("method"), str):
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return
-        method, request_id, params = message["method"], message["id"], message.get("params") or {}
-        if not isinstance(params, dict):
-            return
+        method, request_id, params = message["method"], message.get("id"), message.get("params") or {}
+        if not isinstance(request_id, int | str) or isinstance(request_id, bool) or not isinstance(params, dict):
+            return  # a notification, or a request the SDK will refuse
         protocol = self._protocol_of(method, params)
         if method == "ping":
             self._answer(request_id, {})
@@ -211,7 +211,7 @@ class Front:
         or acknowledged here, kept in the cache when it does so for the first time, written out."""
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             message = None
         if isinstance(message, dict) and self._handled_here(message):
             return
@@ -234,6 +234,8 @@ class Front:
     def _settled(self, sent: set[ID], request_id: Any, answer: Any) -> bool:
         """True when this front already sent the reply to ``request_id`` (in ``sent``); else the
         reply ``answer`` (None: nothing to keep) is cached when the request was cacheable."""
+        if not isinstance(request_id, int | str):
+            return False
         with self._state_lock:
             if request_id in sent:
                 sent.discard(request_id)
