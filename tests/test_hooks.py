@@ -71,6 +71,15 @@ def quiet_failure(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+def injected(stdout: str, event: str) -> str:
+    """The block a command hook's output injects: hook JSON naming ``event``, or nothing at all."""
+    if not stdout:
+        return ""
+    output = json.loads(stdout)
+    assert list(output) == ["hookSpecificOutput"] and output["hookSpecificOutput"]["hookEventName"] == event
+    return output["hookSpecificOutput"]["additionalContext"]
+
+
 def fill(engine: Engine) -> None:
     engine.add("Ana works as a nurse at Santa Maria hospital", metadata={"category": "work"}, user_id=USER)
     engine.add("The Atlas release is planned for March 3", metadata={"project": "atlas"}, user_id=USER)
@@ -85,7 +94,7 @@ def test_prompt_hook_injects_the_relevant_memory_and_nothing_for_an_unrelated_pr
     fill(engine)
     relevant = hook(db_arg, "prompt", stdin=json.dumps(prompt_payload("Where does Ana work these days?")))
     assert relevant.returncode == 0, relevant.stderr
-    lines = relevant.stdout.strip().splitlines()
+    lines = injected(relevant.stdout, "UserPromptSubmit").splitlines()
     assert lines[:2] == [OPEN_TAG, PROMPT_HEADING] and lines[-1] == CLOSE_TAG
     assert any(line.endswith("Ana works as a nurse at Santa Maria hospital") for line in lines[2:-1])
     assert not any("cello" in line for line in lines)
@@ -99,9 +108,10 @@ def test_session_hook_injects_the_projects_memories(engine: Engine, db_arg: str)
     fill(engine)
     started = hook(db_arg, "session", stdin=json.dumps(SESSION_START))
     assert started.returncode == 0, started.stderr
-    assert "atlas" in started.stdout.splitlines()[1]
-    assert "The Atlas release is planned for March 3" in started.stdout
-    assert "nurse" not in started.stdout and "cello" not in started.stdout
+    block = injected(started.stdout, "SessionStart")
+    assert "atlas" in block.splitlines()[1]
+    assert "The Atlas release is planned for March 3" in block
+    assert "nurse" not in block and "cello" not in block
 
     elsewhere = hook(db_arg, "session", stdin=json.dumps({**SESSION_START, "cwd": "/home/ana/code/gardening"}))
     assert (elsewhere.returncode, elsewhere.stdout) == (0, "")
@@ -154,28 +164,37 @@ def test_work_past_the_deadline_is_given_up(tmp_path: Path) -> None:
 # --- the mcp_tool path ------------------------------------------------------------------------------------------
 
 
-async def recall(client: Client, prompt: str, *, capture: bool = False) -> tuple[str, dict[str, Any]]:
-    """The call an mcp_tool hook makes for ``prompt``: the text it injects, and the structured output."""
+def block_of(output: dict[str, Any]) -> str:
+    """The block hook JSON injects before a prompt; ``""`` for ``{}``, which injects nothing at all."""
+    if output == {}:
+        return ""
+    assert list(output) == ["hookSpecificOutput"] and output["hookSpecificOutput"]["hookEventName"] == PROMPT_EVENT
+    return output["hookSpecificOutput"]["additionalContext"]
+
+
+async def recall(client: Client, prompt: str, *, capture: bool = False) -> str:
+    """The call an mcp_tool hook makes for ``prompt``, and the block it injects: Claude Code reads the
+    tool's text as hook JSON; the structured content is the same object."""
     arguments = substituted({**MCP_TOOL_INPUT, "capture": capture}, prompt_payload(prompt))
     result = await client.call_tool("recall_for_prompt", arguments)
     assert not result.is_error, result.content[0].text
     [content] = result.content
-    return content.text, result.structured_content
+    assert json.loads(content.text) == result.structured_content
+    return block_of(result.structured_content)
 
 
 @pytest.mark.anyio
 async def test_the_tool_injects_the_relevant_memory_and_nothing_for_an_unrelated_prompt(client: Client) -> None:
     added = await call(client, "add_memory", text="Ana works as a nurse at Santa Maria hospital")
-    memory_id = added["results"][0]["memory"]["id"]
+    memory_id = added["results"][0]["id"]
     await call(client, "add_memory", text="Tomás is learning to play the cello")
 
-    text, output = await recall(client, "Where does Ana work these days?")
-    assert text == output["block"]
-    assert text.startswith(f"{OPEN_TAG}\n{PROMPT_HEADING}\n- {memory_id[:8]} ") and text.endswith(CLOSE_TAG)
-    assert output["recalled_ids"] == [memory_id] and output["captured_id"] is None
+    block = await recall(client, "Where does Ana work these days?")
+    assert block.startswith(f"{OPEN_TAG}\n{PROMPT_HEADING}\n- {memory_id} ") and block.endswith(CLOSE_TAG)
+    assert "cello" not in block
 
-    text, output = await recall(client, "How do I center a div in CSS grid?")
-    assert (text, output["recalled_ids"]) == ("", [])
+    assert await recall(client, "How do I center a div in CSS grid?") == ""
+    assert (await call(client, "list_memories", run_id=SESSION))["memories"] == []  # no capture asked
 
 
 @pytest.mark.anyio
@@ -188,25 +207,23 @@ async def test_the_tool_captures_only_when_asked_and_only_what_may_be_kept(clien
 
     injected = f"{OPEN_TAG}\n{PROMPT_HEADING}\n- 2bc388d0 2026-12-03 Ana works as a nurse\n{CLOSE_TAG}"
     prompt = f"{injected}\nThe Atlas demo moved to Friday <private>my token is tm_secret</private>"
-    _, output = await recall(client, prompt, capture=True)
+    await recall(client, prompt, capture=True)
     [memory] = (await stored())["memories"]
-    assert output["captured_id"] == memory["id"]
     assert memory["text"] == "The Atlas demo moved to Friday"
     assert memory["metadata"] == {"project": "atlas", "source": SOURCE}
 
-    _, again = await recall(client, "The Atlas demo moved to Friday", capture=True)
-    assert again["captured_id"] == memory["id"]  # the engine's DUPLICATE: still one memory
+    await recall(client, "The Atlas demo moved to Friday", capture=True)  # the engine's DUPLICATE
     for trivial in ("yes, go on", "/compact", "/review the Atlas pull request please", "<private>all of it</private>"):
-        _, output = await recall(client, trivial, capture=True)
-        assert output["captured_id"] is None, trivial
-    assert len((await stored())["memories"]) == 1
+        await recall(client, trivial, capture=True)
+    assert (await stored())["memories"] == [memory]
 
 
 @pytest.mark.anyio
 async def test_the_tool_recalls_before_it_captures(client: Client) -> None:
     """A prompt never recalls itself: the first time it is said, nothing is there to recall."""
-    text, output = await recall(client, "My sister Inês lives in Coimbra and teaches chemistry", capture=True)
-    assert text == "" and output["captured_id"] is not None
+    assert await recall(client, "My sister Inês lives in Coimbra and teaches chemistry", capture=True) == ""
+    [memory] = (await call(client, "list_memories", run_id=SESSION))["memories"]
+    assert memory["text"] == "My sister Inês lives in Coimbra and teaches chemistry"
 
 
 @pytest.mark.anyio
@@ -215,10 +232,11 @@ async def test_the_block_never_exceeds_max_block_chars(connect: Callable[..., An
     async with connect(small) as client:
         for city in ("Lisbon", "Porto", "Braga", "Coimbra", "Faro", "Évora", "Aveiro", "Viseu"):
             await call(client, "add_memory", text=f"Ana visited {city} last spring and loved the food in {city}")
-        text, output = await recall(client, "Which cities did Ana visit last spring?")
-    assert 0 < len(text) <= 400
-    assert len(output["recalled_ids"]) == len(text.splitlines()) - 3  # whole lines: tags and heading besides
-    assert 1 < len(output["recalled_ids"]) < 8
+        block = await recall(client, "Which cities did Ana visit last spring?")
+    assert 0 < len(block) <= 400
+    lines = block.splitlines()
+    assert lines[:2] == [OPEN_TAG, PROMPT_HEADING] and lines[-1] == CLOSE_TAG  # whole lines: tags and heading
+    assert 1 < len(lines) - 3 < 8
 
 
 @pytest.mark.anyio
@@ -227,8 +245,7 @@ async def test_a_tool_call_without_a_database_injects_nothing(connect: Callable[
     unopenable = tmp_path / "a-file"
     unopenable.write_text("")
     async with connect(config.using(str(unopenable / "memories.db"))) as client:
-        text, output = await recall(client, "Where does Ana work?", capture=True)
-    assert (text, output["recalled_ids"], output["captured_id"]) == ("", [], None)
+        assert await recall(client, "Where does Ana work?", capture=True) == ""
 
 
 # --- the block --------------------------------------------------------------------------------------------------
@@ -260,16 +277,17 @@ def test_over_the_service_the_hook_acts_in_its_tokens_scope(
     async def scenario(url: str) -> None:
         async with connected(url, alice) as as_alice, connected(url, bob) as as_bob:
             added = structured(await as_alice.call_tool("add_memory", {"text": "Alice's flight to Oslo leaves at 7"}))
-            memory_id = added["results"][0]["memory"]["id"]
+            memory_id = added["results"][0]["id"]
             prompt = prompt_payload("When does my flight to Oslo leave?")
             arguments = substituted({**MCP_TOOL_INPUT, "capture": True}, prompt)
-            found = structured(await as_alice.call_tool("recall_for_prompt", arguments))
-            assert found["recalled_ids"] == [memory_id]
+            found = block_of(structured(await as_alice.call_tool("recall_for_prompt", arguments)))
+            assert f"\n- {memory_id} " in found
             kept = structured(await as_alice.call_tool("list_memories", {"run_id": SESSION}))
-            assert [(m["id"], m["user_id"]) for m in kept["memories"]] == [(found["captured_id"], "alice")]
+            assert [m["text"] for m in kept["memories"]] == ["When does my flight to Oslo leave?"]
 
             nothing = structured(await as_bob.call_tool("recall_for_prompt", substituted(MCP_TOOL_INPUT, prompt)))
-            assert (nothing["block"], nothing["recalled_ids"]) == ("", [])
+            assert nothing == {}
+            assert structured(await as_bob.call_tool("list_memories", {"run_id": SESSION}))["memories"] == []
 
     with served(config, log, monkeypatch) as url:
         anyio.run(scenario, url)

@@ -1,7 +1,7 @@
 """``trimem hook prompt|session``: what Claude Code's ``command`` hooks run (``mcp_server.hooks``).
 
-Each reads the hook's JSON on stdin and prints the block to inject on stdout, or nothing;
-Claude Code adds plain text printed with exit status 0 to the model's context. A hook must
+Each reads the hook's JSON on stdin and prints hook JSON on stdout, the block as the event's
+``additionalContext`` (``hooks.events.hook_output``), or nothing when there is no block. A hook must
 never break a session, so each always exits 0: a failure (bad JSON, no database, a locked or
 unwritable one, anything else) prints nothing on stdout and one line on stderr, and so does
 work still running after ``hooks.deadline_seconds``, kept below the hook's own timeout.
@@ -12,6 +12,7 @@ the ``mcp_tool`` path (the ``recall_for_prompt`` tool of the running server) doe
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -22,15 +23,17 @@ import click
 
 from mcp_server.call_scope import default_scope
 from mcp_server.cli.app import HOOK_GROUP, cli, hook_says, open_engine
-from mcp_server.hooks.events import on_prompt, on_session
+from mcp_server.hooks.block import Block
+from mcp_server.hooks.events import hook_output, on_prompt, on_session
 from mcp_server.hooks.payload import HookPayload, read_payload
+from mcp_server.hooks.settings import PROMPT_EVENT, SESSION_EVENT
 from store.config import Config
 
 if TYPE_CHECKING:
     from store.engine import Engine
 
-Answer = Callable[[HookPayload, "Engine"], str]
-"""What a hook prints for its payload, given the open engine."""
+Answer = Callable[[HookPayload, "Engine"], Block]
+"""The block a hook injects for its payload, given the open engine."""
 
 
 @cli.group(HOOK_GROUP)
@@ -45,29 +48,29 @@ def hook() -> None:
 def prompt(config: Config, capture: bool) -> None:
     """For UserPromptSubmit: the memories relevant to the prompt."""
 
-    def answer(payload: HookPayload, engine: Engine) -> str:
-        outcome = on_prompt(engine, config, payload.prompt or "", cwd=payload.cwd, session_id=payload.session_id,
-                            keep=capture, scope=default_scope(config))
-        return outcome.block.text
+    def answer(payload: HookPayload, engine: Engine) -> Block:
+        return on_prompt(engine, config, payload.prompt or "", cwd=payload.cwd, session_id=payload.session_id,
+                         keep=capture, scope=default_scope(config)).block
 
-    run_hook(config, answer, create=capture)
+    run_hook(config, PROMPT_EVENT, answer, create=capture)
 
 
 @hook.command()
 @click.pass_obj
 def session(config: Config) -> None:
     """For SessionStart: the memories of the project (the working folder's name)."""
-    run_hook(config, lambda payload, engine: on_session(engine, config, cwd=payload.cwd,
-                                                         scope=default_scope(config)).text, create=False)
+    run_hook(config, SESSION_EVENT, lambda payload, engine: on_session(engine, config, cwd=payload.cwd,
+                                                                        scope=default_scope(config)), create=False)
 
 
-def run_hook(config: Config, answer: Answer, *, create: bool) -> None:
-    """Read the payload and print ``answer``'s block, within ``hooks.deadline_seconds``; never fail.
+def run_hook(config: Config, event: str, answer: Answer, *, create: bool) -> None:
+    """Read the payload and print ``answer``'s block as ``event``'s hook output, within
+    ``hooks.deadline_seconds``; never fail.
 
     The work runs in a daemon thread: past the deadline this process says so on stderr and
     ends at once, whatever the thread is doing (reading stdin, loading a model, waiting for a
     lock). Only ``create`` (a capture, which stores) makes a database where there is none."""
-    printed: list[str] = []
+    printed: list[Block] = []
     failed: list[str] = []
 
     def work() -> None:
@@ -88,5 +91,5 @@ def run_hook(config: Config, answer: Answer, *, create: bool) -> None:
         os._exit(0)  # the thread may hold a model load or a lock: do not wait for it
     if failed:
         hook_says(f"{failed[0]}; nothing injected")
-    elif printed and printed[0]:
-        click.echo(printed[0])
+    elif printed and printed[0].text:
+        click.echo(json.dumps(hook_output(event, printed[0]), ensure_ascii=False))

@@ -1,16 +1,19 @@
 """What each hook event does, whichever path it came by: before a prompt, recall and then (when
-asked) capture; at session start, recall for the project."""
+asked) capture; at session start, recall for the project. And what a hook hands back to Claude
+Code: hook JSON (``hook_output``), the one form both the ``command`` and the ``mcp_tool`` paths
+inject (an ``mcp_tool`` hook's plain text is dropped)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mcp_server.hooks import capture, recall
 from mcp_server.hooks.block import Block
 from mcp_server.hooks.payload import project_of
+from mcp_server.hooks.settings import EVENTS
 from store.config import Config
 from store.errors import TrimemError
 
@@ -51,3 +54,15 @@ def on_prompt(engine: Engine, config: Config, prompt: str, *, cwd: str | None, s
 def on_session(engine: Engine, config: Config, *, cwd: str | None, scope: Mapping[str, str]) -> Block:
     """Recall for a session starting in ``cwd``."""
     return recall.for_session(engine, config, project_of(cwd), scope)
+
+
+def hook_output(event: str, block: Block) -> dict[str, Any]:
+    """What a hook answers Claude Code: the block as the event's ``additionalContext``, which
+    Claude Code adds to the model's context, or ``{}`` when there is no block, which adds nothing
+    at all (not even a line saying the hook ran). Claude Code's hook output contract, for
+    ``UserPromptSubmit`` and ``SessionStart``."""
+    if event not in EVENTS:
+        raise ValueError(f"trimem hooks no {event!r} event")
+    if not block.text:
+        return {}
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": block.text}}
