@@ -96,6 +96,7 @@ class ServerConfig:
     user_id: str
     max_result_chars: int
     log_level: str
+    log_file: str
 
 
 @dataclass(frozen=True)

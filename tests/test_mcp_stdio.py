@@ -109,6 +109,18 @@ async def test_stdio_end_to_end(stdio_client_session: Client) -> None:
     assert [m["text"] for m in remaining] == ["Ana's sister Marta lives in Madrid"]
 
 
+async def test_the_log_also_goes_to_the_configured_file(tmp_path: Path) -> None:
+    """Claude Code keeps no server's stderr: ``server.log_file`` is where a user reads trimem's log."""
+    log_file = tmp_path / "logs" / "server.log"
+    with (tmp_path / "stderr.log").open("w") as errlog:
+        parameters = server_parameters(tmp_path, TRIMEM_LOG_FILE=str(log_file))
+        async with Client(stdio_client(parameters, errlog=errlog)) as client:
+            await call(client, "search_memory", query="tea")
+    logged = log_file.read_text()
+    assert "INFO mcp_server.tools.state: trimem serving" in logged
+    assert logged in (tmp_path / "stderr.log").read_text()  # the same lines, on stderr too
+
+
 def test_python_m_mcp_server_help() -> None:
     """``python -m mcp_server`` is the same command line, without loading any model."""
     result = subprocess.run(

@@ -84,7 +84,7 @@ def cli(ctx: click.Context, config_path: Path | None, database: str | None, log_
         config = config.replace("server", log_level=log_level.upper())
     # Configure before the MCP SDK does, so every record goes to stderr in one plain format.
     logging.basicConfig(
-        stream=sys.stderr,
+        handlers=log_handlers(config.server.log_file),
         level=config.server.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
@@ -94,6 +94,21 @@ def cli(ctx: click.Context, config_path: Path | None, database: str | None, log_
         for chatty in QUIET_LOGGERS:
             logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     ctx.obj = config
+
+
+def log_handlers(log_file: str) -> list[logging.Handler]:
+    """stderr, and the file ``server.log_file`` names when it can be opened (else a warning on
+    stderr: a log that cannot be kept must not stop a server or a hook)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        path = Path(log_file).expanduser()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handlers.append(logging.FileHandler(path, encoding="utf-8"))
+        except OSError as exc:
+            click.echo(f"warning: cannot write the log to {path} ({exc.strerror or exc}); logging to stderr only",
+                       err=True)
+    return handlers
 
 
 def config_sources(config_path: Path | None, options: dict[str, Any]) -> list[str]:
