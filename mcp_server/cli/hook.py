@@ -38,8 +38,8 @@ Answer = Callable[[HookPayload, "Engine"], Block]
 
 @cli.group(HOOK_GROUP)
 def hook() -> None:
-    """What Claude Code's command hooks run: the hook's JSON on stdin, the memories to inject
-    (or nothing) on stdout, and always exit status 0. `trimem hooks install` sets them up."""
+    """What Claude Code's command hooks run: the hook's JSON on stdin, hook JSON injecting the
+    memories (or nothing) on stdout, and always exit status 0. `trimem hooks install` sets them up."""
 
 
 @hook.command()
