@@ -138,3 +138,28 @@ def test_the_models_tool_calls_are_answered_lean(setup: Setup) -> None:
     assert len(added) <= 150 and json.loads(added)["results"][0]["event"] == "ADD", added
     listed = setup.trimem("list", "--json")
     assert "Ana rides a green bike to work" in listed.stdout, listed.stderr
+
+
+def test_one_command_sets_it_all_up(tmp_path: Path, model_cache: Path) -> None:
+    """`trimem hooks install --register` on a machine where Claude Code knows no trimem yet: the
+    server registered by its absolute path and the hooks installed, so the next prompt's recall
+    and the tools reach the model; a second run leaves the registered server alone."""
+    home, project = tmp_path / "home", tmp_path / "code" / "atlas"
+    project.mkdir(parents=True)
+    assert CLAUDE is not None
+    with FakeMessagesAPI() as api:
+        claude = ClaudeCode.isolated(CLAUDE, home, api.base_url, env={"TRIMEM_MODEL_CACHE": str(model_cache)})
+        shell = {**claude.env, "PATH": f"{Path(CLAUDE).parent}:{SYSTEM_PATH}"}  # claude on PATH, no virtualenv
+        said = []
+        for _ in range(2):
+            setup = subprocess.run([str(TRIMEM), "hooks", "install", "--register"], env=shell, capture_output=True,
+                                   text=True, timeout=120, check=False)
+            assert setup.returncode == 0, setup.stderr
+            said.append(setup.stderr.splitlines()[-1])
+        assert said[0] == f"registered the MCP server 'trimem' with Claude Code: {TRIMEM} serve"
+        assert said[1].startswith("Claude Code already has an MCP server named 'trimem'; left as it is")
+        added = subprocess.run([str(TRIMEM), "add", TEA], env=shell, capture_output=True, text=True, timeout=120,
+                               check=False)
+        assert added.returncode == 0, added.stderr
+        [first] = Setup(api, claude, project, home).ask("Which tea should I buy for my mornings?")
+    assert f"{PROMPT_CONTEXT}{OPEN_TAG}\n" in seen(first) and TEA in seen(first)

@@ -276,3 +276,16 @@ def test_the_file_keeps_its_permissions_whatever_the_umask(settings: Path) -> No
     finally:
         os.umask(umask)
     assert stat.S_IMODE(settings.stat().st_mode) == 0o644
+
+
+def test_register_without_claude_on_path_says_how_to_register(settings: Path) -> None:
+    """The hooks are installed; the server cannot be registered without Claude Code's command, and
+    the refusal gives the command to run."""
+    result = trimem("install", "--settings", str(settings), "--register", env={"PATH": str(settings.parent)})
+    assert result.exit_code == 1
+    entry = json.dumps({"type": "stdio", "command": TRIMEM, "args": ["serve"]})
+    assert result.stderr.splitlines()[-1] == ("Error: cannot register the MCP server: no `claude` on PATH; register it "
+                                              f"yourself with claude mcp add-json trimem '{entry}' --scope user")
+    assert read(settings)["hooks"]["SessionStart"][-1] == {"hooks": [SESSION]}
+    shown = ok("install", "--settings", str(settings), "--register", "--print", env={"PATH": str(settings.parent)})
+    assert f"would register: claude mcp add-json trimem '{entry}' --scope user" in shown.stderr

@@ -7,6 +7,7 @@ stdout and writes nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from typing import Any
 import click
 
 from mcp_server.cli.app import cli
+from mcp_server.hooks import registration
 from mcp_server.hooks.settings import (
     DEFAULT_SERVER,
     Change,
@@ -63,10 +65,13 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--command", "command_path", is_flag=True,
               help="Recall before each prompt by running `trimem hook prompt`, instead of calling the "
                    "recall_for_prompt tool of the running MCP server (Claude Code before 2.1.118).")
+@click.option("--register", is_flag=True,
+              help="Also register this trimem's MCP server with Claude Code (claude mcp add-json, user scope), "
+                   "unless one of that name is there already: the whole set-up in one command.")
 @settings_options
 @click.pass_context
-def hooks_install(ctx: click.Context, capture: bool, command_path: bool, project: bool, settings_file: Path | None,
-                  server: str, show: bool) -> None:
+def hooks_install(ctx: click.Context, capture: bool, command_path: bool, register: bool, project: bool,
+                  settings_file: Path | None, server: str, show: bool) -> None:
     """Put trimem's hooks into Claude Code's settings.
 
     Before each prompt (UserPromptSubmit) and at session start (SessionStart), the relevant
@@ -82,6 +87,12 @@ def hooks_install(ctx: click.Context, capture: bool, command_path: bool, project
     updated, changes = install(current, HookChoice(capture=capture, command=command_path, server=server,
                                                    trimem=trimem))
     apply(path, updated, changes, show, unchanged=f"trimem's hooks are already in {path} as asked; nothing changed")
+    if register and show:
+        click.echo(f"would register: claude mcp add-json {server} '{json.dumps(registration.server_entry(trimem))}' --scope user",
+                   err=True)
+    elif register:
+        with settings_errors():
+            click.echo(registration.register(server, trimem), err=True)
 
 
 @hooks.command("uninstall")
