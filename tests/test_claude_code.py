@@ -10,6 +10,7 @@ would; only the model cache is shared with the test session, so no run exports t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -163,3 +164,17 @@ def test_one_command_sets_it_all_up(tmp_path: Path, model_cache: Path) -> None:
         assert added.returncode == 0, added.stderr
         [first] = Setup(api, claude, project, home).ask("Which tea should I buy for my mornings?")
     assert f"{PROMPT_CONTEXT}{OPEN_TAG}\n" in seen(first) and TEA in seen(first)
+
+
+COLD_RUNS = 20
+
+
+@pytest.mark.skipif(os.environ.get("TRIMEM_STRESS") != "1", reason="set TRIMEM_STRESS=1 for the 20 cold starts")
+def test_no_cold_start_goes_ahead_without_trimem(setup: Setup) -> None:
+    """Each ``claude -p`` spawns trimem anew, and Claude Code waits about two seconds for its servers:
+    in every run the first request offers trimem's tools and carries both blocks."""
+    installed = setup.trimem("hooks", "install")
+    assert installed.returncode == 0, installed.stderr
+    for run in range(COLD_RUNS):
+        [first] = setup.ask(f"Which tea should I buy this week? ({run})")
+        assert f"{PROMPT_CONTEXT}{OPEN_TAG}\n" in seen(first) and f"{SESSION_CONTEXT}{OPEN_TAG}\n" in seen(first)
