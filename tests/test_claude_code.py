@@ -157,7 +157,7 @@ def test_one_command_sets_it_all_up(tmp_path: Path, model_cache: Path) -> None:
                                    text=True, timeout=120, check=False)
             assert setup.returncode == 0, setup.stderr
             said.append(setup.stderr.splitlines()[-1])
-        assert said[0] == f"registered the MCP server 'trimem' with Claude Code: {TRIMEM} serve"
+        assert said[0] == f"registered the MCP server 'trimem' with Claude Code: TRIMEM_MODEL_CACHE={model_cache} {TRIMEM} serve"
         assert said[1].startswith("Claude Code already has an MCP server named 'trimem'; left as it is")
         added = subprocess.run([str(TRIMEM), "add", TEA], env=shell, capture_output=True, text=True, timeout=120,
                                check=False)

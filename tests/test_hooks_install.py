@@ -66,6 +66,13 @@ def backup_of(path: Path) -> Path:
     return path.with_name(path.name + ".trimem-backup")
 
 
+@pytest.fixture(autouse=True)
+def no_trimem_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hooks carry the installing shell's TRIMEM_* variables: here, a shell that sets none."""
+    for name in [name for name in os.environ if name.startswith("TRIMEM_")]:
+        monkeypatch.delenv(name)
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Path:
     """A settings file holding ``THEIRS``, readable by its owner only."""
@@ -175,6 +182,22 @@ def test_the_hooks_run_this_trimem_with_its_configuration_and_database(settings:
     options = f"--config {tmp_path / 'my.toml'} --db {tmp_path / 'mem.db'}"
     assert [handler["command"] for handler in handlers] == [f"{TRIMEM} {options} hook prompt",
                                                              f"{TRIMEM} {options} hook session"]
+
+
+def test_the_hooks_and_the_server_carry_the_installing_shells_trimem_variables(settings: Path) -> None:
+    """Claude Code gives a hook none of the server's env: the TRIMEM_* variables set where install
+    runs go into the hook commands (and the server --register adds), so both read the same user."""
+    env = {"TRIMEM_USER_ID": "ana", "TRIMEM_HOME": "/srv/my trimem", "OTHER": "x"}
+    shown = ok("install", "--settings", str(settings), "--command", "--register", "--print", env=env)
+    variables = "TRIMEM_HOME='/srv/my trimem' TRIMEM_USER_ID=ana"
+    assert json.loads(shown.stdout)["hooks"]["SessionStart"][-1] == {"hooks": [
+        {**SESSION, "command": f"{variables} {TRIMEM} hook session"}]}
+    entry = {"type": "stdio", "command": TRIMEM, "args": ["serve"],
+             "env": {"TRIMEM_HOME": "/srv/my trimem", "TRIMEM_USER_ID": "ana"}}
+    assert f"would register: claude mcp add-json trimem '{json.dumps(entry)}' --scope user" in shown.stderr
+    ok("install", "--settings", str(settings), "--command", env=env)
+    ok("install", "--settings", str(settings))  # without them: the same hooks, replaced where they are
+    assert read(settings)["hooks"]["SessionStart"] == [*THEIRS["hooks"]["SessionStart"], {"hooks": [SESSION]}]
 
 
 def test_a_hook_is_trimems_only_on_the_named_server(settings: Path) -> None:

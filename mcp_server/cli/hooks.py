@@ -78,17 +78,18 @@ def hooks_install(ctx: click.Context, capture: bool, command_path: bool, registe
     memories are added to the context in a <trimem-memories> block, and nothing when none is.
     Run it again with other options to change them. Other hooks and settings are kept as they
     are; the file as it was is kept beside it, as settings.json.trimem-backup. The hook commands
-    run this trimem by its absolute path, with the --config and --db given before `hooks`.
+    run this trimem by its absolute path, with the --config and --db given before `hooks` and the
+    TRIMEM_* variables set here (the server --register adds too), so they read what you read.
     """
     path = chosen_settings(project, settings_file)
     with settings_errors():
         current = read_settings(path)
-        trimem = trimem_command(sys.executable, ctx.meta.get("trimem.world", []))
+        trimem = trimem_command(sys.executable, ctx.meta.get("trimem.world", []), os.environ)
     updated, changes = install(current, HookChoice(capture=capture, command=command_path, server=server,
                                                    trimem=trimem))
     apply(path, updated, changes, show, unchanged=f"trimem's hooks are already in {path} as asked; nothing changed")
     if register and show:
-        click.echo(f"would register: claude mcp add-json {server} '{json.dumps(registration.server_entry(trimem))}' --scope user",
+        click.echo(f"would register: claude mcp add-json {server} '{json.dumps(trimem.server_entry())}' --scope user",
                    err=True)
     elif register:
         with settings_errors():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -26,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any, Literal
+
+from store.config import ENV_PREFIX
 
 RECALL_TOOL = "recall_for_prompt"
 """The MCP tool a ``UserPromptSubmit`` hook calls on the mcp_tool path."""
@@ -44,12 +47,35 @@ EVENTS = (PROMPT_EVENT, SESSION_EVENT)
 BACKUP_SUFFIX = ".trimem-backup"
 """The file beside the settings that holds them as they were before trimem's last change."""
 
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+"""A shell variable assignment before a command's name."""
+
 Settings = dict[str, Any]
 Handler = dict[str, Any]
 
 
 class SettingsError(Exception):
     """A settings file trimem cannot read, parse or write; the message names the file and why."""
+
+
+@dataclass(frozen=True)
+class Trimem:
+    """A trimem and its world, as another process must run it to read what this one reads: its
+    command line (the absolute path, then ``--config`` and ``--db``) and the ``TRIMEM_*``
+    variables set where it runs (the user, the data folder, the settings)."""
+
+    command: tuple[str, ...]
+    variables: tuple[tuple[str, str], ...] = ()
+
+    def shell(self, *args: str) -> str:
+        """A POSIX shell command running this trimem with ``args``: each variable assigned before it."""
+        assignments = [f"{name}={shlex.quote(value)}" for name, value in self.variables]
+        return " ".join([*assignments, shlex.join([*self.command, *args])])
+
+    def server_entry(self) -> dict[str, Any]:
+        """The MCP server entry of Claude Code's configuration that runs ``trimem serve`` here."""
+        entry: dict[str, Any] = {"type": "stdio", "command": self.command[0], "args": [*self.command[1:], "serve"]}
+        return {**entry, "env": dict(self.variables)} if self.variables else entry
 
 
 @dataclass(frozen=True)
@@ -61,12 +87,12 @@ class HookChoice:
     command: bool = False
     """Recall before each prompt with ``trimem hook prompt`` rather than the running server's tool."""
     server: str = DEFAULT_SERVER
-    trimem: tuple[str, ...] = ("trimem",)
-    """The command line that runs this trimem, options included (``trimem_command``)."""
+    trimem: Trimem = Trimem(("trimem",))
+    """This trimem, as the hooks run it (``trimem_command``)."""
 
     def hook_command(self, *args: str) -> str:
-        """The shell command that runs ``trimem hook ARGS`` with this trimem and its options."""
-        return shlex.join([*self.trimem, HOOK_GROUP, *args])
+        """The shell command that runs ``trimem hook ARGS`` with this trimem, its variables and options."""
+        return self.trimem.shell(HOOK_GROUP, *args)
 
     def handlers(self) -> dict[str, Handler]:
         """trimem's handler for each event it hooks, as Claude Code's settings spell it."""
@@ -120,6 +146,8 @@ def runs_trimem_hook(command: str) -> bool:
         words = shlex.split(command)
     except ValueError:  # unbalanced quotes: not a command trimem wrote
         return False
+    while words and ASSIGNMENT.match(words[0]):  # TRIMEM_USER_ID=ana trimem hook …
+        words = words[1:]
     if words and PurePath(words[0]).name in ("trimem", "trimem.exe"):
         rest = words[1:]
     elif words[1:3] == ["-m", "mcp_server"]:
@@ -131,9 +159,9 @@ def runs_trimem_hook(command: str) -> bool:
     return rest[:1] == [HOOK_GROUP] and rest[1:2] != [] and rest[1] in HOOK_COMMANDS
 
 
-def trimem_command(executable: str, options: Sequence[str] = ()) -> tuple[str, ...]:
-    """The command line that runs the trimem of the Python at ``executable``, with ``options``
-    (``--config`` and ``--db``, made absolute by the caller) before its command.
+def trimem_command(executable: str, options: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> Trimem:
+    """The trimem of the Python at ``executable``, with ``options`` (``--config`` and ``--db``,
+    made absolute by the caller) before its command and the ``TRIMEM_*`` variables of ``environ``.
 
     The ``trimem`` script pip put beside that Python when there is one, else that Python with
     ``-m mcp_server``: either by absolute path, since Claude Code runs hooks with its own PATH,
@@ -142,11 +170,12 @@ def trimem_command(executable: str, options: Sequence[str] = ()) -> tuple[str, .
     if python is None or not python.is_absolute() or not python.exists():
         raise SettingsError(f"cannot tell where this trimem's Python is (sys.executable is {executable!r}); run "
                             "trimem hooks install with the trimem you registered with Claude Code")
+    variables = tuple(sorted((name, value) for name, value in (environ or {}).items() if name.startswith(ENV_PREFIX)))
     for name in ("trimem", "trimem.exe"):
         script = python.with_name(name)
         if script.is_file():
-            return (str(script), *options)
-    return (str(python), "-m", "mcp_server", *options)
+            return Trimem((str(script), *options), variables)
+    return Trimem((str(python), "-m", "mcp_server", *options), variables)
 
 
 def install(settings: Settings, choice: HookChoice) -> tuple[Settings, list[Change]]:
