@@ -85,6 +85,23 @@ def connection_readable(conn: apsw.Connection) -> None:
     conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
 
+SCHEMA_GUARD = "trimem_schema_check"
+"""The SQL function that the guard triggers call on every write (``store.sqlite.schema.schema_guard_sql``)."""
+
+
+def connection_schema_guard(conn: apsw.Connection) -> None:
+    """Let this process write tables whose guard triggers name a schema no newer than its own
+    (``store.sqlite.schema.refuse_newer_schema``). A process of a trimem from before the guard
+    (migration m013) lacks the function, so SQLite refuses its writes when it prepares them
+    ("no such function: trimem_schema_check"), nothing of them kept; a newer trimem's migration
+    that changes how writes are made raises the triggers' number, and this process's writes then
+    fail with trimem's own message. Either way a server left running across an upgrade never
+    stores a write that the upgraded schema cannot find."""
+    from .schema import refuse_newer_schema  # schema.py opens its files through this module
+
+    conn.create_scalar_function(SCHEMA_GUARD, refuse_newer_schema, 1, deterministic=True)
+
+
 def connection_trimem_or_new(conn: apsw.Connection) -> None:
     """Refuse another application's SQLite file before any setting (WAL) changes a byte of it."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -98,6 +115,7 @@ def connection_trimem_or_new(conn: apsw.Connection) -> None:
 CONNECTION_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
     connection_busy_timeout,
     connection_sqlite_vec,
+    connection_schema_guard,
     connection_readable,
     connection_trimem_or_new,
     connection_wal,
@@ -109,6 +127,7 @@ CONNECTION_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
 READ_ONLY_SETTINGS: tuple[Callable[[apsw.Connection], None], ...] = (
     connection_busy_timeout,
     connection_sqlite_vec,
+    connection_schema_guard,
     connection_readable,
     connection_trimem_or_new,
     connection_memory_map,

@@ -16,7 +16,14 @@ from store.errors import DiskFull, SchemaMismatch
 from store.sql.keywords import term_frequencies
 from store.sql.migrations import Migrations
 
-from .connection import connect, no_database_error, read_transaction, remove_database_files, write_transaction
+from .connection import (
+    SCHEMA_GUARD,
+    connect,
+    no_database_error,
+    read_transaction,
+    remove_database_files,
+    write_transaction,
+)
 from .sql import DIALECT
 
 VECTOR_CHUNK_ROWS = 32
@@ -358,12 +365,52 @@ def m012_vector_changes(conn: apsw.Connection, dimension: int) -> None:
     )
 
 
+def schema_guard_sql(version: int, tables: tuple[str, ...]) -> str:
+    """Triggers that make every insert, update and delete of ``tables`` call
+    ``trimem_schema_check(version)`` first (``connection.connection_schema_guard``): only a
+    process whose code knows schema ``version`` may write them. Made again if there (a migration
+    that raises the number replaces the triggers of an earlier one). A migration that rebuilds a
+    guarded table (as m003 did) drops its triggers with it, and makes them again."""
+    return "".join(
+        f"DROP TRIGGER IF EXISTS {table}_schema_guard_{event.lower()};\n"
+        f"CREATE TRIGGER {table}_schema_guard_{event.lower()} BEFORE {event} ON {table} "
+        f"BEGIN SELECT {SCHEMA_GUARD}({version}); END;\n"
+        for table in tables
+        for event in ("INSERT", "UPDATE", "DELETE")
+    )
+
+
+def m013_schema_guard(conn: apsw.Connection, dimension: int) -> None:
+    """A server of an earlier trimem left running while this one migrated the file went on writing
+    as its code did: after m011 its adds kept no posting lengths, so keyword search could not find
+    them until ``doctor --repair`` (PostgreSQL refuses such writes). Every table that a write of
+    trimem begins with now calls ``trimem_schema_check(13)`` on each change (``schema_guard_sql``),
+    a function only this trimem and later ones register: an earlier one's write fails and rolls
+    back whole. ``history`` and the tables its triggers keep (``keyword_users``,
+    ``vector_changes``) are only written in a transaction that writes ``memories``; vec0 tables
+    take no triggers."""
+    conn.execute(schema_guard_sql(13, ("memories", "memory_terms", "entities", "memory_entities", "tokens", "meta")))
+
+
 MIGRATIONS: tuple[Callable[[apsw.Connection, int], None], ...] = (
     m001_initial, m002_expiry_index, m003_restore_event, m004_tokens, m005_keyword_postings,
     m006_token_sessions_cleared, m007_analysis_degraded, m008_partitioned_vectors,
     m009_scoped_expiry_index, m010_chunks_by_user, m011_posting_lengths, m012_vector_changes,
+    m013_schema_guard,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def refuse_newer_schema(version: int) -> None:
+    """``trimem_schema_check``: refuse a write to a table whose guard triggers name a schema
+    newer than ``SCHEMA_VERSION``, which a newer trimem migrated the file to while this process
+    had it open; the write's transaction rolls back whole (``write_transaction``)."""
+    if version > SCHEMA_VERSION:
+        raise SchemaMismatch(
+            f"this database was upgraded to schema version {version} by a newer trimem while this one "
+            f"(schema version {SCHEMA_VERSION}) had it open, so nothing was written; restart this server "
+            "(or command) so that the newer trimem writes, then try again"
+        )
 
 
 def _schema_state(conn: apsw.Connection) -> tuple[int, dict[str, str]]:
