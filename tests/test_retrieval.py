@@ -419,6 +419,36 @@ def test_a_first_name_reaches_the_full_name_of_the_person(engine: Engine) -> Non
     assert closest.hits[0].memory.text == BROTHER
 
 
+INES_BY_AGENT = {
+    "planner": "Ana's friend Ines booked the ferry to Tangier.",
+    "coach": "Ana swims with Ines every Saturday morning.",
+    "chef": "Ana cooked dinner for Ines last winter.",
+}
+
+
+@pytest.mark.parametrize("entity_match", ["names", "best", "all"])
+def test_a_name_stored_under_several_agents_boosts_all_their_memories_whatever_the_order(
+    engine: Engine, entity_match: str
+) -> None:
+    """One person named by three agents of a user is three entity rows, one per scope. A search in
+    the user's whole scope boosts the memories of all three alike, so the order in which they were
+    stored (a migrated file, a fresh import) changes neither the boosts nor the ranking."""
+    agents = list(INES_BY_AGENT)
+    for user, order in (("ana", agents), ("bea", agents[::-1])):
+        engine.add_many([MemoryInput(text) for text in OTHER_MEMORIES[:3]], user_id=user)  # so Ines is rare
+        for agent in order:
+            engine.add(INES_BY_AGENT[agent], user_id=user, agent_id=agent)
+    config = engine.config.replace("search", entity_match=entity_match)
+    with Engine(config, embedder=engine.embedder, nlp=engine.nlp) as searcher:
+        found = {user: searcher.explain("What should I know about Ines?", user_id=user, top_k=3, threshold=0.0).hits
+                 for user in ("ana", "bea")}
+    boosts = {user: {hit.memory.text: hit.details.entity_boost for hit in hits} for user, hits in found.items()}
+    assert boosts["ana"] == boosts["bea"]
+    assert set(boosts["ana"]) == set(INES_BY_AGENT.values()) and len(set(boosts["ana"].values())) == 1
+    assert min(boosts["ana"].values()) > 0
+    assert [hit.memory.text for hit in found["ana"]] == [hit.memory.text for hit in found["bea"]]
+
+
 FACTS_BY_DAY = [
     "The Orion launch deadline is March 14",
     "Dentist appointment on Tuesday at 4 pm",

@@ -255,9 +255,11 @@ def entity_boosts(
     any memory in scope got one (Mem0's test for the entity share of the denominator), and
     how close each query entity's closest stored entity is (``names_closeness``).
     With ``entity_match = "names"`` a query entity boosts through its most similar stored
-    entity and the longer names that hold its words, counted as one entity; with "best"
-    through the most similar one only; with "all" (Mem0) through every one above the match
-    threshold.
+    name and the longer names that hold its words, counted as one entity; with "best"
+    through the most similar name only; with "all" (Mem0) through every stored entity above
+    the match threshold. Entities are stored per scope, so one name the user's agents or runs
+    each stored is several rows: the most similar name is all of them, or the boost would go to
+    whichever the store found first (``closest_name``).
 
     ``among`` limits the boosts computed to those memories; ``None`` computes them all.
     ``room`` adds the memories of the most boosting matched entities, whole entities in
@@ -274,9 +276,10 @@ def entity_boosts(
     weighed: list[tuple[float, int, EntityMatch, int]] = []
 
     def keep(links: list[tuple[int, int]], match_of: dict[int, tuple[float, EntityMatch]]) -> None:
-        for entity_id, rowid in links:
+        for entity_id, rowid in links:  # read in no set order: equal boosts keep the first name
             boost, match = match_of[entity_id]
-            if boost > best.get(rowid, 0.0):
+            kept = best.get(rowid, 0.0)
+            if boost > kept or (boost == kept and rowid in matches and match.entity < matches[rowid].entity):
                 best[rowid] = boost
                 matches[rowid] = match
 
@@ -293,18 +296,20 @@ def entity_boosts(
                 break
             similar[entity_id] = (text, similarity)
         matching = request.options.entity_match
-        names: dict[int, int] = {}  # entity id -> the closest entity it is a longer name of
+        names: dict[int, int] = {}  # entity id -> the closest entity it is the name (in another scope) or a longer name of
         if matching != "all" and similar:
-            closest = max(similar, key=lambda entity_id: similar[entity_id][1])
+            closest = closest_name(similar)
+            alike = same_names(similar, similar[closest][0])
             if matching == "names":
-                names = {entity_id: closest for entity_id in longer_names(similar, similar[closest][0])}
+                alike += longer_names(similar, similar[closest][0])
+            names = {entity_id: closest for entity_id in alike if entity_id != closest}
             similar = {entity_id: similar[entity_id] for entity_id in (closest, *names)}
         matched.append((query_entity, similar, names))
     wanted = list(dict.fromkeys(entity_id for _, similar, _ in matched for entity_id in similar))
     linked, all_links, active = snapshot.entity_links(wanted, request.scope, filters, on, among)
     for query_entity, similar, names in matched:
-        # A name and its longer forms ("Ines", "Ines Duarte") are one entity: they boost
-        # alike, as rare as all their memories together.
+        # A name in each scope that stored it, and its longer forms ("Ines", "Ines Duarte"), are
+        # one entity: they boost alike, as rare as all their memories together.
         counted = {entity_id: linked.get(entity_id, 0) for entity_id in similar}
         for entity_id, closest in names.items():
             counted[closest] += counted[entity_id]
@@ -325,7 +330,8 @@ def entity_boosts(
         keep([(entity_id, rowid) for entity_id, rowid in all_links if entity_id in similar], match_of)
     if room > 0 and weighed:
         chosen: dict[int, tuple[float, EntityMatch]] = {}
-        for boost, entity_id, match, own in sorted(weighed, key=lambda item: item[0], reverse=True):
+        # Equal boosts in the order of their names, not of the ids the store gave them.
+        for boost, entity_id, match, own in sorted(weighed, key=lambda item: (-item[0], item[2].entity, item[3])):
             if entity_id in chosen:
                 continue
             if own > room:
@@ -353,6 +359,18 @@ def names_closeness(
         name: 1.0 if holding.get(name, True) else scoring.similarity_from_distance(hit[2]) if hit else 0.0
         for name, hit in closest.items()
     }
+
+
+def closest_name(similar: dict[int, tuple[str, float]]) -> int:
+    """The matched entity most similar to the query entity; of equally similar ones, the first
+    by name, so the choice never depends on the order the store found them in."""
+    return min(similar, key=lambda entity_id: (-similar[entity_id][1], similar[entity_id][0]))
+
+
+def same_names(similar: dict[int, tuple[str, float]], name: str) -> list[int]:
+    """The matched entities that are ``name`` itself, once per scope that stored it."""
+    normalized = normalize_entity(name)
+    return [entity_id for entity_id, (text, _) in similar.items() if normalize_entity(text) == normalized]
 
 
 def longer_names(similar: dict[int, tuple[str, float]], name: str) -> list[int]:
