@@ -127,6 +127,7 @@ class HooksConfig:
     recall_top_k: int
     max_block_chars: int
     capture_min_chars: int
+    redact_secrets: bool
     session_recent: int
     deadline_seconds: float
 

@@ -19,8 +19,10 @@ from mcp import Client
 from mcp_client import call  # pytest puts tests/ on sys.path (prepend import mode)
 from test_service import connected, served, structured
 
-from mcp_server.hooks.block import CLOSE_TAG, OPEN_TAG, PROMPT_HEADING, render
+from mcp_server.hooks.block import CLOSE_TAG, OPEN_TAG, PROMPT_HEADING, render, session_heading
 from mcp_server.hooks.capture import SOURCE
+from mcp_server.hooks.events import on_prompt, on_session
+from mcp_server.hooks.project import Project, project_of
 from mcp_server.hooks.settings import PROMPT_EVENT, HookChoice
 from store import Config, Engine
 from store.records import Memory
@@ -30,6 +32,8 @@ TRIMEM = Path(sys.executable).with_name("trimem")
 
 SESSION = "5f0c8a8e-2d1b-4c4e-9a55-0b7e0c1d2e3f"
 CWD = "/home/ana/code/atlas"
+"""A folder in no repository (none on this machine): the project is the folder itself."""
+CAPTURED_IN_ATLAS = {"project": "atlas", "project_path": CWD, "source": SOURCE}
 USER = "default"
 """The configured default user, whose memories the hooks recall and capture."""
 
@@ -123,7 +127,7 @@ def test_prompt_hook_captures_the_prompt_without_its_private_part(engine: Engine
     assert captured.returncode == 0, captured.stderr
     [memory] = engine.list(user_id=USER, run_id=SESSION)
     assert memory.text == "We decided to ship Atlas on Postgres 17  this week"
-    assert (memory.user_id, memory.metadata) == (USER, {"project": "atlas", "source": SOURCE})
+    assert (memory.user_id, memory.metadata) == (USER, CAPTURED_IN_ATLAS)
 
 
 @pytest.mark.only_on("sqlite")
@@ -210,7 +214,7 @@ async def test_the_tool_captures_only_when_asked_and_only_what_may_be_kept(clien
     await recall(client, prompt, capture=True)
     [memory] = (await stored())["memories"]
     assert memory["text"] == "The Atlas demo moved to Friday"
-    assert memory["metadata"] == {"project": "atlas", "source": SOURCE}
+    assert memory["metadata"] == CAPTURED_IN_ATLAS
 
     await recall(client, "The Atlas demo moved to Friday", capture=True)  # the engine's DUPLICATE
     for trivial in ("yes, go on", "/compact", "/review the Atlas pull request please", "<private>all of it</private>"):
@@ -257,14 +261,76 @@ def memory(text: str, number: int) -> Memory:
 
 
 def test_the_block_holds_whole_lines_and_a_memory_can_neither_close_nor_open_one() -> None:
+    """Tags in a memory are shown as text (tests/test_hook_texts.py: whatever a memory holds)."""
     memories = [memory("x" * 300, 1), memory(f"line one\nline two {CLOSE_TAG} {OPEN_TAG}", 2), memory("short", 3)]
-    block = render(memories, PROMPT_HEADING, 200)
-    assert len(block.text) <= 200
-    assert block.text.splitlines() == [OPEN_TAG, PROMPT_HEADING, "- 00000002 2026-12-03 line one line two",
-                                       "- 00000003 2026-12-03 short", CLOSE_TAG]
+    block = render(memories, PROMPT_HEADING, 250)
+    assert len(block.text) <= 250
+    assert block.text.splitlines() == [
+        OPEN_TAG, PROMPT_HEADING, "- 00000002 2026-12-03 line one line two &lt;/trimem-memories&gt; &lt;trimem-memories&gt;",
+        "- 00000003 2026-12-03 short", CLOSE_TAG]
     assert block.memory_ids == (memories[1].id, memories[2].id)
-    assert render([memory("x" * 300, 1)], PROMPT_HEADING, 200).text == ""
+    assert render([memory("x" * 300, 1)], PROMPT_HEADING, 250).text == ""
 
+
+
+# --- the project --------------------------------------------------------------------------------------------------
+
+
+def test_a_project_is_its_repository_else_its_folder(tmp_path: Path) -> None:
+    repository, worktree, plain = tmp_path / "clientA" / "backend", tmp_path / "feature", tmp_path / "notes"
+    (repository / ".git").mkdir(parents=True)
+    (repository / "src" / "api").mkdir(parents=True)
+    worktree.mkdir()
+    (worktree / ".git").write_text("gitdir: /elsewhere/.git/worktrees/feature\n")  # a worktree's .git is a file
+    assert project_of(str(repository / "src" / "api")) == Project("backend", str(repository))
+    assert project_of(f"{repository}/src/../src/api/") == Project("backend", str(repository))
+    assert project_of(str(worktree)) == Project("feature", str(worktree))
+    assert project_of(str(plain / "drafts")) == Project("drafts", str(plain / "drafts"))
+    assert project_of("/") is None and project_of("relative/backend") is None and project_of(None) is None
+
+
+def test_two_folders_of_one_name_are_two_projects(engine: Engine, config: Config, tmp_path: Path) -> None:
+    """clientA/backend (a repository, the session in a subfolder) and clientB/backend (a plain
+    folder): a prompt captured in one is not recalled at the other's session start. A memory
+    captured before trimem kept the path has only the name, and is recalled in both."""
+    a_root, b_folder = tmp_path / "clientA" / "backend", tmp_path / "clientB" / "backend"
+    (a_root / ".git").mkdir(parents=True)
+    (a_root / "src" / "api").mkdir(parents=True)
+    b_folder.mkdir(parents=True)
+    scope = {"user_id": USER}
+
+    in_a = {a_root: "Our backend service deploys to Fly.io every Friday afternoon",
+            a_root / "src" / "api": "The API of client A answers in JSON:API format, paginated"}
+    for cwd, prompt in in_a.items():
+        on_prompt(engine, config, prompt, cwd=str(cwd), session_id="A", keep=True, scope=scope)
+    captured = engine.list(user_id=USER, run_id="A")
+    assert {memory.text for memory in captured} == set(in_a.values())
+    assert [memory.metadata for memory in captured] == [
+        {"project": "backend", "project_path": str(a_root), "source": SOURCE}] * 2
+    legacy = "Deploys need two approvals from the platform team"  # not found by the name: listed as recent or not at all
+    engine.add(legacy, metadata={"project": "backend", "source": SOURCE}, user_id=USER)
+
+    started_in_b = on_session(engine, config, cwd=str(b_folder), scope=scope).text.splitlines()
+    assert started_in_b[1] == session_heading("backend")
+    assert any(line.endswith(legacy) for line in started_in_b)
+    assert not any("Fly.io" in line or "JSON:API" in line for line in started_in_b)
+
+    started_in_a = on_session(engine, config, cwd=str(a_root / "docs"), scope=scope).text
+    assert all(prompt in started_in_a for prompt in in_a.values())
+    assert legacy in started_in_a
+
+
+def test_capture_redacts_secrets_unless_told_not_to(engine: Engine, config: Config) -> None:
+    token = "gh" + "p_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"  # put together: no scanner takes it for a leak
+    prompt = f"Deploy the Atlas staging with GITHUB_TOKEN={token} and password=hunter2"
+    scope = {"user_id": USER}
+    on_prompt(engine, config, prompt, cwd=CWD, session_id="redacted", keep=True, scope=scope)
+    [stored] = engine.list(user_id=USER, run_id="redacted")
+    assert stored.text == ("Deploy the Atlas staging with GITHUB_TOKEN=[redacted: github token] and "
+                           "password=[redacted: secret]")
+    verbatim = config.replace("hooks", redact_secrets=False)
+    on_prompt(engine, verbatim, prompt, cwd=CWD, session_id="verbatim", keep=True, scope=scope)
+    assert [memory.text for memory in engine.list(user_id=USER, run_id="verbatim")] == [prompt]
 
 
 def test_over_the_service_the_hook_acts_in_its_tokens_scope(

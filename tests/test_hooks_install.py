@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mcp_server.cli import cli
+from mcp_server.hooks.settings import write_settings
 
 RECALL = {"type": "mcp_tool", "server": "trimem", "tool": "recall_for_prompt",
           "input": {"prompt": "${prompt}", "cwd": "${cwd}", "session_id": "${session_id}", "capture": False},
@@ -234,6 +235,16 @@ def test_a_missing_or_empty_file_is_settings_without_hooks(tmp_path: Path, conte
      ": hooks.SessionStart[0] is a string, where Claude Code expects an object"),
     ('{"hooks": {"UserPromptSubmit": [{"hooks": [null]}]}}',
      ": hooks.UserPromptSubmit[0].hooks[0] is null, where Claude Code expects an object"),
+    # what could not be written back as it was: refused when read, before anything is written
+    ('{"env": {"HOME": "/home/\\ud800"}}', ": env.HOME holds a lone surrogate (\\ud800), which no UTF-8 file can hold"),
+    ('{"env": {"A\\udc80": "x"}}', ': the key env["A\\udc80"] holds a lone surrogate (\\udc80)'),
+    ('{"cleanupPeriodDays": 1e400}', ": cleanupPeriodDays is 1e400, which trimem cannot write back as a JSON number"),
+    ('{"hooks": {"Stop": [{"hooks": [{"timeout": NaN}]}]}}', ": hooks.Stop[0].hooks[0].timeout is NaN, which"),
+    ('{"x": [-Infinity]}', ": x[0] is -Infinity, which trimem cannot write back as a JSON number"),
+    pytest.param('{"n": ' + "9" * 5000 + "}", ": n is " + "9" * 80 + "…, which trimem cannot write back as a JSON number",
+                 id="huge-integer"),
+    ('{"model": "opus", "model": "sonnet"}', ': the file holds the key "model" twice, and only the last would be kept'),
+    pytest.param("[" * 100_000, " nests deeper than trimem reads", id="deep"),
 ])
 @pytest.mark.parametrize("command", ["install", "uninstall"])
 def test_a_file_it_cannot_parse_is_refused_and_left_alone(tmp_path: Path, content: str, message: str,
@@ -246,6 +257,34 @@ def test_a_file_it_cannot_parse_is_refused_and_left_alone(tmp_path: Path, conten
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
     assert settings.read_text() == content
     assert [path.name for path in tmp_path.iterdir()] == ["settings.json"]
+
+
+def test_a_failed_write_leaves_the_file_as_it_was_and_nothing_beside_it(settings: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever stops the write half-way (here the disk, as os.fsync fails with an error trimem
+    does not expect), the temporary file goes and the settings are untouched."""
+    original = settings.read_bytes()
+
+    def disk_gone(descriptor: int) -> None:
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(os, "fsync", disk_gone)
+    with pytest.raises(RuntimeError, match="the disk went away"):
+        write_settings(settings, {"model": "sonnet"})
+    assert settings.read_bytes() == original
+    assert [path.name for path in settings.parent.iterdir()] == ["settings.json"]
+
+
+def test_hooks_that_cannot_be_written_are_refused_and_leave_the_file_as_it_was(settings: Path) -> None:
+    """A TRIMEM_* variable holding a byte that is not UTF-8 (Python gives it as a lone surrogate)
+    goes into the hook commands, which no settings file can hold: a one-line refusal."""
+    original = settings.read_bytes()
+    result = trimem("install", "--settings", str(settings), "--command", env={"TRIMEM_HOME": "/srv/caf\udce9"})
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith(f"Error: cannot write {settings}: 'utf-8' codec can't encode")
+    assert "Traceback" not in result.output
+    assert settings.read_bytes() == original
+    assert [path.name for path in settings.parent.iterdir()] == ["settings.json"]
 
 
 def test_print_shows_the_result_and_writes_nothing(settings: Path, tmp_path: Path) -> None:

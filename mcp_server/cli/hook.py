@@ -58,7 +58,7 @@ def prompt(config: Config, capture: bool) -> None:
 @hook.command()
 @click.pass_obj
 def session(config: Config) -> None:
-    """For SessionStart: the memories of the project (the working folder's name)."""
+    """For SessionStart: the memories of the project (its repository, else the working folder)."""
     run_hook(config, SESSION_EVENT, lambda payload, engine: on_session(engine, config, cwd=payload.cwd,
                                                                         scope=default_scope(config)), create=False)
 

@@ -8,10 +8,16 @@
 It is at most ``hooks.max_block_chars`` characters, tags included, and holds whole lines only:
 a memory whose line does not fit in what is left is left out, and the next (shorter) one may
 still fit. With no line at all there is no block: an empty string, not empty tags.
+
+No text inside the block can end it or open another: ``&``, ``<`` and ``>`` in a memory (and
+in the project's name in the heading) are written as ``&amp;``, ``&lt;`` and ``&gt;``, so the
+block's only ``<`` and ``>`` are its two tags, whatever the memories hold (any casing, any
+nesting, any spacing of a tag-like text). A model reads the entities as the characters.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,22 +26,27 @@ from store.records import Memory, short_id
 
 OPEN_TAG, CLOSE_TAG = "<trimem-memories>", "</trimem-memories>"
 BLOCK = re.compile(re.escape(OPEN_TAG) + r".*?(?:" + re.escape(CLOSE_TAG) + r"|\Z)", re.DOTALL)
-"""A block trimem injected, up to its closing tag (or to the end, when a prompt kept only its start)."""
-TAG = re.compile(rf"</?{re.escape(OPEN_TAG[1:-1])}>")
+"""A block trimem injected, up to its closing tag (or to the end, when a prompt kept only its start):
+its text holds no other ``<``, so the first closing tag after the opening one is its own."""
 WHITESPACE = re.compile(r"\s+")
 
 PROMPT_HEADING = "Memories trimem recalled for this prompt (ids work with get_memory):"
 
 
+def inert(text: str) -> str:
+    """``text`` on one line, with ``&``, ``<`` and ``>`` as entities: it can form no tag and no
+    line of its own, so it can neither end the block nor open another."""
+    return WHITESPACE.sub(" ", html.escape(text, quote=False)).strip()
+
+
 def session_heading(project: str) -> str:
-    return f"Memories trimem recalled for project {project} (ids work with get_memory):"
+    """The heading of a session's block; ``project`` is a folder's name, which may hold ``<``."""
+    return f"Memories trimem recalled for project {inert(project)} (ids work with get_memory):"
 
 
 def memory_line(memory: Memory) -> str:
-    """One memory on one line: its id, its creation day and its text, with line breaks and
-    trimem's own tags taken out, so a memory can neither end the block nor open another."""
-    text = WHITESPACE.sub(" ", TAG.sub("", memory.text)).strip()
-    return f"- {short_id(memory.id)} {memory.created_at[:10]} {text}"
+    """One memory on one line: its id, its creation day and its text (made ``inert``)."""
+    return f"- {short_id(memory.id)} {memory.created_at[:10]} {inert(memory.text)}"
 
 
 @dataclass(frozen=True)

@@ -1,34 +1,37 @@
 """Capture: a prompt kept as a memory, when the user asked for it (off by default).
 
-What is stored is the prompt without any ``<private>…</private>`` part (an unclosed one hides
-everything after it) and without any block trimem injected, so recall never feeds capture.
-What is left is not stored when it says too little (shorter than ``hooks.capture_min_chars``)
-or is a slash command; the engine answers ``DUPLICATE`` for a text already in the scope.
+What is stored is the prompt without any block trimem injected (so recall never feeds
+capture), without any ``<private>…</private>`` part (``private.py``), and with its secrets
+replaced by markers (``secrets.py``; ``hooks.redact_secrets``). What is left is not stored when
+it says too little (shorter than ``hooks.capture_min_chars``) or is a slash command; the engine
+answers ``DUPLICATE`` for a text already in the scope.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from mcp_server.hooks.block import without_blocks
-from mcp_server.hooks.recall import PROJECT_KEY
+from mcp_server.hooks.private import without_private
+from mcp_server.hooks.project import Project
+from mcp_server.hooks.secrets import redact
 from store.config import Config
 from store.records import AddedMemory
 
 if TYPE_CHECKING:
     from store.engine import Engine
 
-PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.DOTALL | re.IGNORECASE)
 SOURCE = "claude-code"
 """The metadata ``source`` of every captured prompt, so they can be listed and forgotten together."""
 
 
-def kept_text(prompt: str) -> str:
-    """What of ``prompt`` may be stored: trimem's blocks out first (they are well-formed, while a
-    memory shown in one might hold a stray ``<private>``), then the private parts."""
-    return PRIVATE.sub("", without_blocks(prompt)).strip()
+def kept_text(prompt: str, redact_secrets: bool) -> str:
+    """What of ``prompt`` may be stored: trimem's blocks out first (a block holds no ``<``, so it
+    cannot open or close a private span), then the private parts, then, with ``redact_secrets``,
+    the secrets."""
+    text = without_private(without_blocks(prompt))
+    return (redact(text) if redact_secrets else text).strip()
 
 
 def worth_keeping(text: str, min_chars: int) -> bool:
@@ -37,13 +40,13 @@ def worth_keeping(text: str, min_chars: int) -> bool:
     return not text.startswith("/") and len(text) >= min_chars
 
 
-def capture(engine: Engine, config: Config, prompt: str, project: str | None,
+def capture(engine: Engine, config: Config, prompt: str, project: Project | None,
             scope: Mapping[str, str]) -> AddedMemory | None:
-    """Store ``prompt``'s kept text in ``scope`` (its ``run_id`` the session) with its project and
-    source as metadata; ``None`` when it is not worth keeping."""
-    text = kept_text(prompt)
+    """Store ``prompt``'s kept text in ``scope`` (its ``run_id`` the session) with its project
+    (name and path) and source as metadata; ``None`` when it is not worth keeping."""
+    text = kept_text(prompt, config.hooks.redact_secrets)
     if not worth_keeping(text, config.hooks.capture_min_chars):
         return None
-    metadata = {"source": SOURCE, **({PROJECT_KEY: project} if project else {})}
+    metadata = {**(project.metadata() if project else {}), "source": SOURCE}
     [added] = engine.add(text, **scope, metadata=metadata)
     return added

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_server.hooks import capture, recall
 from mcp_server.hooks.block import Block
-from mcp_server.hooks.payload import project_of
+from mcp_server.hooks.project import project_of
 from mcp_server.hooks.settings import EVENTS
 from store.config import Config
 from store.errors import TrimemError

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any
 
 from store.errors import InvalidArgument
@@ -45,7 +44,3 @@ def text_field(data: dict[str, Any], name: str) -> str | None:
         raise InvalidArgument(f"the hook's input has a {type(value).__name__} as {name}, not a string")
     return value or None
 
-
-def project_of(cwd: str | None) -> str | None:
-    """The project a working folder stands for: its name (``/home/ana/code/atlas`` → ``atlas``)."""
-    return (PurePath(cwd).name or None) if cwd else None

@@ -1,6 +1,7 @@
 """What a hook recalls: for a prompt, what the prompt asks about; at session start, what the
-project's name recalls and the project's most recent memories. Both in the scope the caller
-gives (the default user's memories, every run, unless a token narrows it)."""
+project's name recalls and the project's most recent memories (``project.py`` says what a
+project is). Both in the scope the caller gives (the default user's memories, every run, unless
+a token narrows it)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from mcp_server.hooks.block import PROMPT_HEADING, Block, render, session_heading
+from mcp_server.hooks.project import Project
 from store.config import Config
 
 if TYPE_CHECKING:
     from store.engine import Engine
-
-PROJECT_KEY = "project"
-"""The metadata key that names a captured memory's project (the working folder's name)."""
 
 
 def for_prompt(engine: Engine, config: Config, prompt: str, scope: Mapping[str, str]) -> Block:
@@ -31,18 +30,21 @@ def for_prompt(engine: Engine, config: Config, prompt: str, scope: Mapping[str, 
     return render([hit.memory for hit in hits], PROMPT_HEADING, config.hooks.max_block_chars)
 
 
-def for_session(engine: Engine, config: Config, project: str | None, scope: Mapping[str, str]) -> Block:
-    """The block for a session starting in ``project``: what its name recalls, then its most
-    recent memories (``hooks.session_recent``) not already shown. No project, no block.
+def for_session(engine: Engine, config: Config, project: Project | None, scope: Mapping[str, str]) -> Block:
+    """The block for a session starting in ``project``: what its name recalls, then the most
+    recent memories captured in it (``hooks.session_recent``) not already shown. No project, no
+    block. A memory captured in another project of the same name is neither: the name is only
+    a label, so its search leaves out what was captured elsewhere.
 
     The name is searched with ``search.relevance_floor`` as its threshold: a bare name the
     scope knows always passes the relevance decision, and the gate alone (``search.threshold``)
     would then let in memories that merely share a word or two with it."""
     if project is None:
         return Block()
-    hits = engine.search(project, **scope, top_k=config.hooks.recall_top_k, threshold=config.search.relevance_floor)
+    hits = engine.search(project.name, **scope, top_k=config.hooks.recall_top_k,
+                         threshold=config.search.relevance_floor, filters=project.not_captured_elsewhere())
     found = [hit.memory for hit in hits]
-    recent = engine.list(**scope, filters={PROJECT_KEY: project}, limit=config.hooks.session_recent)
+    recent = engine.list(**scope, filters=project.captured_here(), limit=config.hooks.session_recent)
     seen = {memory.id for memory in found}
     memories = found + [memory for memory in recent if memory.id not in seen]
-    return render(memories, session_heading(project), config.hooks.max_block_chars)
+    return render(memories, session_heading(project.name), config.hooks.max_block_chars)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 import shlex
@@ -29,6 +30,7 @@ from pathlib import Path, PurePath
 from typing import Any, Literal
 
 from store.config import ENV_PREFIX
+from store.errors import SHOWN_CHARS
 
 RECALL_TOOL = "recall_for_prompt"
 """The MCP tool a ``UserPromptSubmit`` hook calls on the mcp_tool path."""
@@ -49,6 +51,8 @@ BACKUP_SUFFIX = ".trimem-backup"
 
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 """A shell variable assignment before a command's name."""
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+"""A settings key that a message can name as it is, after a dot."""
 
 Settings = dict[str, Any]
 Handler = dict[str, Any]
@@ -256,7 +260,8 @@ def project_settings_path(folder: Path) -> Path:
 
 def read_settings(path: Path) -> Settings:
     """The settings in ``path``: empty when the file is missing or blank; ``SettingsError`` when
-    it is not a JSON object or its ``hooks`` are not shaped as Claude Code reads them."""
+    it is not a JSON object, its ``hooks`` are not shaped as Claude Code reads them, or it holds
+    a value trimem could not write back as it is (``exact_json``)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -266,12 +271,102 @@ def read_settings(path: Path) -> Settings:
     if not text.strip():
         return {}
     try:
-        settings = json.loads(text)
+        settings = exact_json(text)
     except json.JSONDecodeError as exc:
         raise SettingsError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}): "
                             "fix it or move it away, then run this again") from None
+    except RecursionError:
+        raise SettingsError(f"{path} nests deeper than trimem reads; fix it, then run this again") from None
+    except Unkeepable as exc:
+        raise SettingsError(f"{path}: {exc}; fix it, then run this again") from None
     check_shape(settings, path)
     return settings
+
+
+class Unkeepable(ValueError):
+    """A value of a settings file that would not come back the same once written, and where it is."""
+
+
+@dataclass(frozen=True)
+class Unparsed:
+    """A number as the file spells it, where Python would read another value: ``NaN`` and
+    ``Infinity`` (JavaScript's, not JSON's), one beyond a double's range (``1e400`` → inf) or
+    an integer of more digits than Python converts."""
+
+    text: str
+
+
+class Pairs(list[tuple[str, Any]]):
+    """An object's members in the file's order, duplicates included, until ``plain`` checks them."""
+
+
+def exact_json(text: str) -> Any:
+    """``text`` parsed as JSON that ``json.dumps`` writes back as the same values, or
+    ``Unkeepable`` naming the first value that would not be: a number ``Unparsed``, a text or
+    key holding a lone surrogate (``"\\ud800"``, which no UTF-8 file can hold), a key given
+    twice (only the last would be kept)."""
+    parsed = json.loads(text, parse_float=float_or_unparsed, parse_int=int_or_unparsed, parse_constant=Unparsed,
+                        object_pairs_hook=Pairs)
+    return plain(parsed, "")
+
+
+def float_or_unparsed(text: str) -> float | Unparsed:
+    """A JSON number with a fraction or exponent, unless a double cannot hold it (``1e400``)."""
+    value = float(text)
+    return value if math.isfinite(value) else Unparsed(text)
+
+
+def int_or_unparsed(text: str) -> int | Unparsed:
+    """A JSON integer, unless it has more digits than Python converts to and from text."""
+    try:
+        return int(text)
+    except ValueError:  # more digits than sys.get_int_max_str_digits() allows
+        return Unparsed(text)
+
+
+def plain(value: Any, place: str) -> Any:
+    """``value`` with its objects as dicts, checked for what ``exact_json`` refuses; ``place``
+    names it as the messages do (``hooks.SessionStart[0]``, ``""`` for the whole file)."""
+    where = place or "the file"
+    if isinstance(value, Unparsed):
+        raise Unkeepable(f"{where} is {capped(value.text)}, which trimem cannot write back as a JSON number")
+    if isinstance(value, str):
+        check_utf8(value, where)
+    elif isinstance(value, Pairs):
+        members: dict[str, Any] = {}
+        for key, item in value:
+            inner = member_place(place, key)
+            check_utf8(key, f"the key {inner}")
+            if key in members:
+                raise Unkeepable(f"{where} holds the key {capped(json.dumps(key))} twice, and only the last "
+                                 "would be kept")
+            members[key] = plain(item, inner)
+        return members
+    elif isinstance(value, list):
+        return [plain(item, f"{place}[{i}]") for i, item in enumerate(value)]
+    return value
+
+
+def member_place(place: str, key: str) -> str:
+    """Where an object's member is: ``hooks.Stop`` for a plain key, ``env["my key"]`` otherwise."""
+    if PLAIN_KEY.fullmatch(key):
+        return f"{place}.{key}" if place else key
+    return f"{place}[{capped(json.dumps(key))}]"
+
+
+def check_utf8(text: str, where: str) -> None:
+    """Refuse a text holding a lone surrogate: JSON's ``\\ud800`` escape reads as one, and no
+    UTF-8 file (so no settings file trimem writes) can hold it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise Unkeepable(f"{where} holds a lone surrogate (\\u{ord(text[exc.start]):04x}), which no UTF-8 "
+                         "file can hold") from None
+
+
+def capped(text: str) -> str:
+    """``text`` as it is, cut to ``SHOWN_CHARS`` characters: a message quotes no megabyte."""
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
 def check_shape(settings: Any, path: Path) -> None:
@@ -308,25 +403,33 @@ def settings_text(settings: Settings) -> str:
 def write_settings(path: Path, settings: Settings) -> Path | None:
     """Write ``settings`` to ``path`` whole or not at all (a temporary file renamed over it),
     with the file's permissions, through a symbolic link to the file it names, creating the
-    folder when missing. The file as it was is copied to ``BACKUP_SUFFIX`` first; returns that
-    copy, or None when there was no file."""
+    folder when missing. The file as it was is copied to ``BACKUP_SUFFIX`` before it is
+    replaced; returns that copy, or None when there was no file.
+
+    The text is made before any file is touched, and the temporary file goes on any failure
+    (an exception of any kind), so a refusal leaves the file as it was and no temporary file."""
     target = path.resolve()
     temporary = target.with_name(f".{target.name}.{os.getpid()}.trimem-tmp")
     try:
+        data = settings_text(settings).encode("utf-8")
         target.parent.mkdir(parents=True, exist_ok=True)
         mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
-        backup = target.with_name(target.name + BACKUP_SUFFIX) if mode is not None else None
-        if backup:
-            shutil.copy2(target, backup)
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(settings_text(settings))
-            file.flush()
-            os.fsync(file.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)  # the umask may have narrowed it
-        os.replace(temporary, target)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise SettingsError(f"cannot write {exc.filename or target}: {exc.strerror or exc}") from None
+        try:
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            if mode is not None:
+                os.chmod(temporary, mode)  # the umask may have narrowed it
+            backup = target.with_name(target.name + BACKUP_SUFFIX) if mode is not None else None
+            if backup:
+                shutil.copy2(target, backup)
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+    except (OSError, ValueError) as exc:  # ValueError: text no UTF-8 file holds (an env value's lone surrogate)
+        raise SettingsError(f"cannot write {getattr(exc, 'filename', None) or target}: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
     return backup
