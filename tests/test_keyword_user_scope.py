@@ -175,9 +175,9 @@ def test_a_posting_that_disagrees_with_its_memorys_length_is_found_by_the_check(
     engine.add("Ann's harbour walk starts at the lighthouse", user_id="ann")
     assert engine.check() == []
     if config.store.database_url:
-        import psycopg
+        import postgres_sql
 
-        with psycopg.connect(config.store.database_url, autocommit=True) as conn:
+        with postgres_sql.connect(config.store.database_url) as conn:
             conn.execute("UPDATE memory_terms SET length = length + 1 WHERE term = 'lighthouse'")
     else:
         from sqlite_files import execute
@@ -212,11 +212,14 @@ def test_a_posting_written_without_its_length_by_an_earlier_trimem_gets_it(engin
 @pytest.mark.only_on("postgres")
 def test_a_posting_without_its_length_is_refused_on_postgresql(config: Config, engine: Engine) -> None:
     """A server of an earlier trimem still running on the database posts without a length; the
-    column has no default, so that write is refused whole instead of stored with a wrong length."""
+    column has no default, so that write is refused whole instead of stored with a wrong length
+    (the schema guard refuses it earlier still: here the session names today's schema)."""
+    import postgres_sql
     import psycopg
 
     engine.add("Ann's harbour walk starts at the lighthouse", user_id="ann")
-    with psycopg.connect(config.store.database_url) as conn, pytest.raises(psycopg.errors.NotNullViolation):
+    with (postgres_sql.connect(config.store.database_url, autocommit=False) as conn,
+          pytest.raises(psycopg.errors.NotNullViolation)):
         conn.execute("INSERT INTO memory_terms(user_id, term, memory_rowid, frequency) "
                      "SELECT user_id, 'zebra', rowid, 1 FROM memories")
 

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import postgres_sql
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -348,7 +349,7 @@ def test_each_users_keyword_counts_follow_its_memories_new_or_upgraded(postgres:
     with engine_factory(postgres) as engine:
         after = engine.search(question, user_id="ana", top_k=2)
         assert keyword_counts(url) == history[-1]
-        with psycopg.connect(url, autocommit=True) as conn:
+        with postgres_sql.connect(url) as conn:
             conn.execute("UPDATE keyword_counts SET memories = memories + 1 WHERE user_id = 'ana'")
         assert [violation.detail for violation in engine.check()] == [
             "user ana has keyword counts (its memories and their length in terms) that disagree with its memories"]
@@ -399,7 +400,7 @@ def test_counting_afresh_while_a_server_writes_keeps_every_write_counted(postgre
     counting = next(i for i, statement in enumerate(statements) if statement.startswith("INSERT"))
     with engine_factory(postgres) as first, engine_factory(postgres) as second:
         first.add_many(ANA, user_id="ana")
-        with psycopg.connect(url) as recount:  # one transaction, as the docs say to run it
+        with postgres_sql.connect(url, autocommit=False) as recount:  # one transaction, as the docs say to run it
             for statement in statements[:counting]:
                 recount.execute(statement)
             writer = threading.Thread(target=second.add, args=("Ana bought a kayak in Porto.",), kwargs={"user_id": "ana"})

@@ -1,6 +1,7 @@
 """Reaching a PostgreSQL server: the place it names, the pool, and the errors a person reads.
 
-Every driver error becomes a ``TrimemError`` of one line that names the server and the
+Every pooled connection names the schema its code knows (``connection_schema_version``), and
+every driver error becomes a ``TrimemError`` of one line that names the server and the
 setting to change (``store.database_url``, ``TRIMEM_DATABASE_URL``), never the password,
 so neither the CLI nor a tool result shows a driver traceback.
 """
@@ -15,7 +16,9 @@ from pgvector.psycopg import register_vector
 from psycopg import errors as pg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from store.errors import DatabaseUnavailable, DiskFull, InvalidArgument, TrimemError, WriteConflict
+from store.errors import DatabaseUnavailable, DiskFull, InvalidArgument, SchemaMismatch, TrimemError, WriteConflict
+
+from . import schema
 
 SETTING = "store.database_url (TRIMEM_DATABASE_URL)"
 CONNECT_TIMEOUT_S = 5
@@ -29,6 +32,21 @@ def connect(url: str, where: str) -> psycopg.Connection:
     """One connection in autocommit mode (transactions are explicit), or a one-line error."""
     with translated(where):
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+
+
+def connection_schema_version(conn: psycopg.Connection) -> None:
+    """Name, for the session, the schema this code knows, so the guard triggers
+    (``schema.m012_schema_guard``) let its writes through: a session of a trimem from before
+    the guard names none and is refused, as is one naming an older schema than a later
+    migration raised the triggers to. Read when the connection opens, so a running server keeps
+    the number its code had."""
+    conn.execute("SELECT set_config(%s, %s, false)", (schema.SCHEMA_SETTING, str(schema.SCHEMA_VERSION)))
+
+
+def configure(conn: psycopg.Connection) -> None:
+    """Each pooled connection as it opens: pgvector's types, and the schema its code knows."""
+    register_vector(conn)
+    connection_schema_version(conn)
 
 
 class Pool:
@@ -46,7 +64,7 @@ class Pool:
         self._url, self._where = url, where
         with translated(where):
             self._pool = ConnectionPool(
-                url, min_size=1, max_size=size, timeout=POOL_WAIT_S, open=True, configure=register_vector,
+                url, min_size=1, max_size=size, timeout=POOL_WAIT_S, open=True, configure=configure,
                 check=ConnectionPool.check_connection,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             )
@@ -89,6 +107,8 @@ def driver_error(exc: psycopg.Error, where: str) -> TrimemError:
     detail = (getattr(exc, "diag", None) and exc.diag.message_primary) or str(exc).strip().splitlines()[0]
     if isinstance(exc, pg.DiskFull):
         return DiskFull(where)
+    if exc.sqlstate == schema.SCHEMA_GUARD_STATE:
+        return SchemaMismatch(detail)
     # A NUL is refused by psycopg for a bound parameter, and by the server in a COPY's text
     if isinstance(exc, pg.UntranslatableCharacter) or isinstance(exc, psycopg.DataError) and (
         "NUL" in str(exc) or "0x00" in detail

@@ -297,10 +297,70 @@ def m011_keyword_counts(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute(keyword_counts_sql())
 
 
+SCHEMA_SETTING = "trimem.schema_version"
+"""The session setting in which each connection of trimem names the schema its code knows
+(``store.postgres.connection.connection_schema_version``); the guard triggers read it."""
+SCHEMA_GUARD_STATE = "TM001"
+"""The SQLSTATE the guard raises (class ``TM`` is none of PostgreSQL's): trimem reads it as
+``SchemaMismatch`` (``store.postgres.connection.driver_error``)."""
+GUARDED_TABLES = ("memories", "memory_terms", "entities", "memory_entities", "history", "keyword_counts", "tokens",
+                  "meta")
+"""Every table a write of trimem touches (``schema_version`` is written by migrations alone)."""
+
+
+def schema_guard_function_sql() -> str:
+    """The twelfth migration's function (``docs/schema.md`` shows it): refuse the statement of a
+    session that names no schema (a trimem from before the guard, or a client such as ``psql``)
+    or an older one than its trigger's argument."""
+    return textwrap.dedent(f"""
+        CREATE OR REPLACE FUNCTION trimem_schema_guard() RETURNS trigger LANGUAGE plpgsql AS $guard$
+        DECLARE
+            writer text := nullif(current_setting('{SCHEMA_SETTING}', true), '');
+            guard integer := TG_ARGV[0]::integer;
+        BEGIN
+            IF writer IS NULL THEN
+                RAISE EXCEPTION 'this database was upgraded by a newer trimem: restart or upgrade the trimem that '
+                    'writes to it' USING ERRCODE = '{SCHEMA_GUARD_STATE}';
+            ELSIF writer::integer < guard THEN
+                RAISE EXCEPTION 'this database was upgraded to schema version % by a newer trimem while this one '
+                    '(schema version %) had it open, so nothing was written; restart this server (or command) so '
+                    'that the newer trimem writes, then try again', guard, writer USING ERRCODE = '{SCHEMA_GUARD_STATE}';
+            END IF;
+            RETURN NULL;
+        END
+        $guard$;
+    """).strip()
+
+
+def schema_guard_sql(version: int, tables: tuple[str, ...] = GUARDED_TABLES) -> str:
+    """Triggers that run ``trimem_schema_guard(version)`` before each statement that inserts,
+    updates, deletes or truncates ``tables``: only a session whose code knows schema ``version``
+    may write them. Made again if there, so a later migration that changes how writes are made
+    raises the number by calling this with its own. Once a statement, not once a row: a COPY of
+    a thousand postings asks once."""
+    return "\n".join(
+        f"DROP TRIGGER IF EXISTS {table}_schema_guard ON {table};\n"
+        f"CREATE TRIGGER {table}_schema_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION trimem_schema_guard('{version}');"
+        for table in tables
+    )
+
+
+def m012_schema_guard(conn: psycopg.Connection, dimension: int) -> None:
+    """A server of an earlier trimem left running while a newer one migrates the database goes on
+    writing as its code did: it was refused after m006 only because that column had no default,
+    by chance. Every table a write touches now runs ``trimem_schema_guard`` first
+    (``schema_guard_sql``), which reads the setting each connection of this trimem and later ones
+    makes (``SCHEMA_SETTING``): an earlier one's write fails whole, and a later migration that
+    raises the number refuses this trimem's writes with its own message. Reads are not guarded."""
+    conn.execute(schema_guard_function_sql())
+    conn.execute(schema_guard_sql(12))
+
+
 MIGRATIONS: tuple[Callable[[psycopg.Connection, int], None], ...] = (
     m001_initial, m002_tokens, m003_token_sessions_cleared, m004_analysis_degraded, m005_keyword_index,
     m006_posting_lengths, m007_vectors_inline, m008_denser_graphs, m009_postings_covered, m010_links_counted,
-    m011_keyword_counts,
+    m011_keyword_counts, m012_schema_guard,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -327,9 +387,12 @@ def _model_mismatch(location: str, recorded: str, sizes: str, model_name: str) -
 @contextmanager
 def _migration_lock(conn: psycopg.Connection) -> Iterator[None]:
     """A transaction under the advisory lock, with the vector extension there: several servers
-    starting at once migrate once."""
+    starting at once migrate once. It names the schema it migrates to, so the guard triggers
+    (``m012_schema_guard``) let its writes of ``meta`` and of data through, whoever opened the
+    connection."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute("SELECT set_config(%s, %s, true)", (SCHEMA_SETTING, str(SCHEMA_VERSION)))
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         yield
 
