@@ -21,7 +21,7 @@ from mcp import Client
 from mcp_server.tools.server import build_server
 from store import Config, Engine, InvalidArgument
 from store.exchange.transfer import FORMAT, BadLine
-from store.sqlite import connection, schema
+from store.sqlite import connection, migrations
 
 HEADER = {"format": FORMAT, "format_version": 1}
 TRIMEM = Path(sys.executable).with_name("trimem")
@@ -235,7 +235,7 @@ def old_schema_database(path: Path) -> None:
     connection.connection_sqlite_vec(conn)
     with connection.write_transaction(conn):
         conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (2)")
-        for migration in schema.MIGRATIONS[:2]:
+        for migration in migrations.MIGRATIONS[:2]:
             migration(conn, 384)
         conn.execute("INSERT INTO meta VALUES ('embedding_model', 'all-MiniLM-L6-v2'), ('embedding_dimension', '384')")
         conn.execute(
@@ -273,7 +273,7 @@ def test_the_migration_keeps_every_history_row_and_allows_restore(
                                                                                   "RESTORE"]
         assert engine.check() == []
     conn = apsw.Connection(str(db_path))
-    assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (schema.SCHEMA_VERSION,)
+    assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (migrations.SCHEMA_VERSION,)
     assert conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'history' AND type = 'index'").fetchall() == [
         ("history_memory",)]
     with pytest.raises(apsw.ConstraintError):  # the CHECK is widened, not dropped

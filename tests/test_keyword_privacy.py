@@ -20,7 +20,7 @@ from store.analysis.embeddings import OnnxEmbedder
 from store.analysis.nlp import NLP
 from store.analysis.reanalysis import ANALYSIS_VERSION
 from store.scope import Scope
-from store.sqlite import connection, schema
+from store.sqlite import connection, migrations
 from store.sqlite.sql import vector_blob
 
 QUERY = "quokkafest tickets"
@@ -118,7 +118,7 @@ def schema_4_database(path: Path, embedder: OnnxEmbedder, nlp: NLP, memories: li
     connection.connection_sqlite_vec(conn)
     with connection.write_transaction(conn):
         conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (4)")
-        for migration in schema.MIGRATIONS[:4]:
+        for migration in migrations.MIGRATIONS[:4]:
             migration(conn, embedder.dimension)
         conn.execute(
             "INSERT INTO meta VALUES ('embedding_model', ?), ('embedding_dimension', ?), ('analysis_version', ?)",
@@ -153,7 +153,7 @@ def test_the_migration_posts_the_stored_memories_and_their_scores_become_the_use
         assert engine.check() == []
         assert keyword_scores(engine, user_id="bob") == pytest.approx(expected, rel=1e-12)
     conn = apsw.Connection(str(db_path))
-    assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (schema.SCHEMA_VERSION,)
+    assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (migrations.SCHEMA_VERSION,)
     assert conn.execute("SELECT user_id, memories FROM keyword_users ORDER BY user_id").fetchall() == [
         ("bob", len(BOB)), ("carol", len(CAROL))]
     assert conn.execute("SELECT name FROM sqlite_master WHERE name LIKE '%fts%'").fetchall() == []

@@ -1,7 +1,7 @@
 """A trimem process left running while another migrates its SQLite file (an MCP server that Claude
 Desktop keeps open through an upgrade) may read on, but none of its writes is kept once the schema
 has moved past what its code knows: it fails loudly, as on PostgreSQL, instead of storing rows the
-new schema cannot find (migration m013, ``store.sqlite.schema.schema_guard_sql``)."""
+new schema cannot find (migration m013, ``store.sqlite.migrations.schema_guard_sql``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sqlite_files import execute
 from store import Config, Engine, SchemaMismatch
 from store.backend import NewMemory
 from store.scope import Scope
-from store.sqlite import connection, schema
+from store.sqlite import connection, migrations
 from store.sqlite.statements import SQLiteTransaction
 
 pytestmark = pytest.mark.only_on("sqlite")
@@ -126,7 +126,7 @@ def test_every_write_an_older_trimem_begins_with_is_refused(migrated: Engine, db
 def test_the_migration_guards_each_write_of_each_table(migrated: Engine) -> None:
     triggers = {row[0] for row in execute(migrated, "SELECT name FROM sqlite_master WHERE type = 'trigger'")}
     assert {f"{table}_schema_guard_{event}" for table in GUARDED for event in ("insert", "update", "delete")} <= triggers
-    assert execute(migrated, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
+    assert execute(migrated, "SELECT version FROM schema_version") == [(migrations.SCHEMA_VERSION,)]
 
 
 def test_a_trimem_older_than_the_guard_it_meets_fails_with_its_own_message(
@@ -136,7 +136,7 @@ def test_a_trimem_older_than_the_guard_it_meets_fails_with_its_own_message(
     message and keeps nothing; reads go on; today's code writes again."""
     engine.add("Ana moved to Lisbon in 2023", user_id="ana")
     before = engine.status()["counts"]
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 12)
+    monkeypatch.setattr(migrations, "SCHEMA_VERSION", 12)
     with pytest.raises(SchemaMismatch, match=NEWER_SCHEMA.format(13) + r" \(schema version 12\).*restart this server"):
         engine.add("Ana kayaked the Douro in June", user_id="ana")
     with pytest.raises(SchemaMismatch, match=NEWER_SCHEMA.format(13)):
@@ -153,8 +153,8 @@ def test_a_later_migration_that_raises_the_guard_refuses_this_trimems_writes(eng
     """A newer trimem's migration makes the guard triggers again with its own number: this
     process, still running, is refused with trimem's message instead of writing the old way."""
     engine.add("Ana moved to Lisbon in 2023", user_id="ana")
-    newer = schema.SCHEMA_VERSION + 1
-    execute(engine, schema.schema_guard_sql(newer, GUARDED))
+    newer = migrations.SCHEMA_VERSION + 1
+    execute(engine, migrations.schema_guard_sql(newer, GUARDED))
     with pytest.raises(SchemaMismatch, match=NEWER_SCHEMA.format(newer)):
         engine.add("Ana kayaked the Douro in June", user_id="ana")
     assert texts(engine) == ["Ana moved to Lisbon in 2023"]

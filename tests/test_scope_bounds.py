@@ -14,7 +14,7 @@ import pytest
 
 from store import Config, Engine, MemoryInput
 from store.scope import Scope
-from store.sqlite import connection, schema
+from store.sqlite import connection, migrations
 
 ALICE = [
     "Alice adopted a grey cat called Miso in Lisbon.",
@@ -27,7 +27,7 @@ BOB = [
     "Bob's favourite band is Radiohead.",
 ]
 QUESTIONS = ["Where does the cat live?", "What is the trip about?", "Who works as a nurse?"]
-VECTOR_TABLES = tuple(schema.VECTOR_KEYS)
+VECTOR_TABLES = tuple(migrations.VECTOR_KEYS)
 
 
 def searches(engine: Engine) -> dict[tuple[str, str], list[tuple[str, float]]]:
@@ -53,14 +53,14 @@ def back_to_schema_7(path: Path, dimension: int) -> None:
     no log of vector changes (before m012), and the schema version before m008."""
     scratch = apsw.Connection(":memory:")
     connection.connection_sqlite_vec(scratch)
-    schema.m001_initial(scratch, dimension)
+    migrations.m001_initial(scratch, dimension)
     names = ",".join("?" * len(VECTOR_TABLES))
     first_layout = scratch.execute(f"SELECT sql FROM sqlite_master WHERE name IN ({names})", VECTOR_TABLES).fetchall()
     scratch.close()
     conn = apsw.Connection(str(path))
     connection.connection_sqlite_vec(conn)
     with connection.write_transaction(conn):
-        for table, key in schema.VECTOR_KEYS.items():
+        for table, key in migrations.VECTOR_KEYS.items():
             conn.execute(f"CREATE TABLE kept AS SELECT {key}, embedding, user_id, agent_id, run_id FROM {table}")
             conn.execute(f"DROP TABLE {table}")
             (ddl,) = next(row for row in first_layout if f"TABLE {table} " in row[0])
@@ -68,7 +68,7 @@ def back_to_schema_7(path: Path, dimension: int) -> None:
             conn.execute(f"INSERT INTO {table}({key}, embedding, user_id, agent_id, run_id) SELECT * FROM kept")
             conn.execute("DROP TABLE kept")
         conn.execute("DROP INDEX memories_expiration")
-        schema.m002_expiry_index(conn, dimension)
+        migrations.m002_expiry_index(conn, dimension)
         conn.execute("DROP TRIGGER memory_terms_length")
         conn.execute("ALTER TABLE memory_terms DROP COLUMN length")
         for trigger in ("insert", "delete", "update"):
@@ -103,7 +103,7 @@ def test_a_file_of_the_first_layout_is_partitioned_on_open_and_searches_the_same
     assert all("PARTITION KEY" in sql for sql in table_sql(db_path).values())
     conn = apsw.Connection(str(db_path))
     connection.connection_sqlite_vec(conn)
-    assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (schema.SCHEMA_VERSION,)
+    assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (migrations.SCHEMA_VERSION,)
     assert conn.execute("SELECT count(*) FROM memory_vectors").fetchone() == (len(ALICE) + len(BOB) + 1,)
     assert conn.execute("SELECT count(*) FROM memory_vectors WHERE user_id = 'bob'").fetchone() == (len(BOB),)
     assert conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'm008%'").fetchall() == []

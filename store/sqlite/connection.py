@@ -29,6 +29,8 @@ import sqlite_vec
 from store import files
 from store.errors import DiskFull, InvalidArgument, SchemaMismatch, TrimemError, unwritable
 
+from .migrations import SCHEMA_GUARD, refuse_newer_schema
+
 BUSY_TIMEOUT_MS = 10_000
 WRITE_RETRIES = 8
 MEMORY_MAP_BYTES = 1 << 36
@@ -85,20 +87,16 @@ def connection_readable(conn: apsw.Connection) -> None:
     conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
 
-SCHEMA_GUARD = "trimem_schema_check"
-"""The SQL function that the guard triggers call on every write (``store.sqlite.schema.schema_guard_sql``)."""
 
 
 def connection_schema_guard(conn: apsw.Connection) -> None:
     """Let this process write tables whose guard triggers name a schema no newer than its own
-    (``store.sqlite.schema.refuse_newer_schema``). A process of a trimem from before the guard
+    (``migrations.refuse_newer_schema``). A process of a trimem from before the guard
     (migration m013) lacks the function, so SQLite refuses its writes when it prepares them
     ("no such function: trimem_schema_check"), nothing of them kept; a newer trimem's migration
     that changes how writes are made raises the triggers' number, and this process's writes then
     fail with trimem's own message. Either way a server left running across an upgrade never
     stores a write that the upgraded schema cannot find."""
-    from .schema import refuse_newer_schema  # schema.py opens its files through this module
-
     conn.create_scalar_function(SCHEMA_GUARD, refuse_newer_schema, 1, deterministic=True)
 
 

@@ -23,7 +23,7 @@ from store.backend import Progress
 from store.errors import InvalidArgument, TrimemError
 from store.records import ReembedReport
 
-from . import connection, schema
+from . import connection, migrations, schema
 from .memories import MemoryReads
 from .sql import vector_blob
 
@@ -168,7 +168,7 @@ def target(conn: apsw.Connection) -> tuple[str, int] | None:
 
 def begin(conn: apsw.Connection, model: str, dimension: int) -> None:
     """Create the twin tables and the triggers that follow other writers, and record the target."""
-    conn.execute(schema.vector_tables_sql(dimension, REEMBED_PREFIX) + REEMBED_TRIGGERS_SQL)
+    conn.execute(migrations.vector_tables_sql(dimension, REEMBED_PREFIX) + REEMBED_TRIGGERS_SQL)
     conn.execute(
         "INSERT INTO meta(key, value) VALUES (?, ?), (?, ?)",
         (REEMBED_META[0], model, REEMBED_META[1], str(dimension)),
@@ -261,7 +261,7 @@ def swap_in_reembedded(conn: apsw.Connection, model: str, dimension: int) -> Non
     caller's write transaction, so every other connection sees the old index or the new one)."""
     conn.execute("DROP TABLE memory_vectors")
     conn.execute("DROP TABLE entity_vectors")
-    conn.execute(schema.vector_tables_sql(dimension))
+    conn.execute(migrations.vector_tables_sql(dimension))
     for table, (key, *_) in REEMBED_SOURCES.items():
         conn.execute(
             f"INSERT INTO {table}({key}, embedding, user_id, agent_id, run_id) "
