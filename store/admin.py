@@ -14,7 +14,7 @@ from typing import Any
 from store import clock
 from store.analysis.embeddings import Embedder
 from store.analysis.nlp import NLP
-from store.analysis.reanalysis import DEGRADED_CHECK
+from store.analysis.reanalysis import DEGRADED_CHECK, waiting
 from store.backend import WAYS_AROUND, Backend, Capability, Progress, require, require_writable
 from store.records import ReembedReport, RepairReport, ScopeCount, Violation
 
@@ -74,7 +74,8 @@ def users(backend: Backend) -> list[ScopeCount]:
 
 
 def stats(backend: Backend, embedder: Embedder) -> dict[str, Any]:
-    """``users`` summed in all and per user, with the store's place and size and the embedding model."""
+    """``users`` summed in all and per user, with the store's place and size, the memories
+    awaiting re-analysis and the embedding model."""
     per_user: dict[str, dict[str, int]] = {}
     scopes = users(backend)
     for scope in scopes:
@@ -87,15 +88,25 @@ def stats(backend: Backend, embedder: Embedder) -> dict[str, Any]:
         "memories": sum(scope.memories for scope in scopes),
         "expired": sum(scope.expired for scope in scopes),
         "users": per_user,
+        "awaiting_reanalysis": awaiting_reanalysis(backend),
         "embedding_model": embedder.name,
         "embedding_backend": embedder.backend,
     }
 
 
+def awaiting_reanalysis(backend: Backend) -> int:
+    """How many memories still hold the terms and links of older analysis rules, until a server
+    (or ``doctor --repair``) has analysed them again (``store.analysis.reanalysis``)."""
+    with backend.snapshot() as view:
+        return waiting(view)
+
+
 def status(backend: Backend, embedder: Embedder, nlp: NLP) -> dict[str, Any]:
-    """The backend's status, with whether it is read-only and which models run (without loading spaCy)."""
+    """The backend's status, with whether it is read-only, the memories awaiting re-analysis and
+    which models run (without loading spaCy)."""
     info = backend.status()
     info["read_only"] = backend.read_only
+    info["awaiting_reanalysis"] = awaiting_reanalysis(backend)
     info["embedding_backend"] = embedder.backend
     info["spacy_tier"] = nlp.expected_tier  # without loading it: doctor answers in a moment
     info["spacy_loaded"] = nlp.loaded

@@ -276,6 +276,14 @@ class Snapshot(Protocol):
     def analysis_version(self) -> int:
         """The version of the text analysis (``store.analysis.reanalysis.ANALYSIS_VERSION``) the stored terms
         and entity links were made with; 1 for stores made before it was recorded."""
+    def reanalysis_cursor(self) -> tuple[int, int] | None:
+        """Where a pass analysing the stored memories again stopped (``store.analysis.reanalysis``):
+        the analysis version it brings them to and the key of the last memory it rewrote; ``None``
+        when no pass is under way."""
+    def memories_after(self, rowid: int, limit: int) -> list[MemoryRow]:
+        """The next ``limit`` memories (of every scope) after key ``rowid``, in key order."""
+    def count_memories_after(self, rowid: int) -> int:
+        """How many memories (of every scope) have a key after ``rowid``."""
     def degraded_memories(self) -> list[MemoryRow]:
         """Every memory marked ``analysis_degraded`` (of every scope), in key order: the language
         model failed on its text, so it holds the plain rule's terms and no entity links."""
@@ -373,6 +381,9 @@ class Transaction(Snapshot, Protocol):
         """Replace a memory's keyword terms (its text unchanged), and its keyword row with them."""
     def set_analysis_version(self, version: int) -> None:
         """Record the text analysis version the stored terms and links now follow."""
+    def set_reanalysis_cursor(self, cursor: tuple[int, int] | None) -> None:
+        """Record how far a pass analysing the stored memories again got (``reanalysis_cursor``),
+        or clear it (``None``) once it has ended."""
     def set_analysis_degraded(self, rowid: int, scope: Scope, degraded: bool) -> None:
         """Mark a memory's analysis as degraded (``NewMemory.analysis_degraded``), or clear the mark."""
     def set_metadata(self, rowid: int, scope: Scope, metadata: dict[str, Any], updated_at: str) -> None:

@@ -20,11 +20,11 @@ from typing import Any, Self, get_args
 import numpy as np
 
 from store import admin, cancellation, clock, ids, retries
-from store.analysis import reanalysis
 from store.analysis.embeddings import Embedder, NameVectors, open_embedder
 from store.analysis.entities import normalize_entity
 from store.analysis.linking import link_entities
 from store.analysis.nlp import NLP, Analysis
+from store.analysis.reanalysis import Reanalysis
 from store.backend import (
     Backend,
     Capability,
@@ -162,21 +162,26 @@ class Engine:
         # Texts embed on this thread while the NLP pipeline reads them on the caller's.
         self._side = ThreadPoolExecutor(1, thread_name_prefix="trimem-embed")
         self._names = NameVectors(self.embedder)
-        if not reembedding and (due := reanalysis.due(self.backend)):
-            self._reanalyse(due)
+        # Opening never analyses stored memories again (a writable server does it in the
+        # background: ``reanalysis``); a new store only records the rules its memories follow.
+        self._reanalysis = Reanalysis(self.backend, self.nlp, self._names)
+        if create and not reembedding and not self.backend.read_only:
+            self._record_rules_if_empty()
 
-    def _reanalyse(self, due: reanalysis.Due) -> None:
-        """Bring terms and entity links made by older rules, or by the plain rule where the
-        language model failed, up to date (``store.analysis.reanalysis``); a store this process
-        cannot write keeps them, and says so."""
-        if self.backend.read_only:
-            log.warning("%s %s; open it once where it can be written to update them", self.location, due.reason)
-            return
+    def _record_rules_if_empty(self) -> None:
+        """``Reanalysis.record_rules_if_empty``, closing the engine if it fails (the caller gets no engine to close)."""
         try:
-            reanalysis.reanalyse(self.backend, self.nlp, self._names, due)
+            self._reanalysis.record_rules_if_empty()
         except BaseException:
             self.close()
             raise
+
+    @property
+    def reanalysis(self) -> Reanalysis:
+        """The pass that analyses stored memories again by the current rules
+        (``store.analysis.reanalysis``): how many wait, the pass in the foreground (``doctor
+        --repair``), or in the background of a server (stopped by ``close``)."""
+        return self._reanalysis
 
     @property
     def location(self) -> str:
@@ -190,6 +195,7 @@ class Engine:
 
     def close(self) -> None:
         """Close every database connection (reads in progress close theirs when they end)."""
+        self._reanalysis.stop()  # a background pass ends its batch first
         self._side.shutdown()
         self.backend.close()
 

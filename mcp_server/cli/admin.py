@@ -50,7 +50,9 @@ def stats(config: Config) -> None:
               "without failing, about database files and folders that others may read.")
 @click.option("--deep", is_flag=True, help="With --check: also re-run NLP to find memories missing entity links "
               "(SQLite).")
-@click.option("--repair", is_flag=True, help="Rebuild derived rows (vectors, keyword index, entity links).")
+@click.option("--repair", is_flag=True, help="Analyse again the memories that hold the keyword terms and entity "
+              "links of older rules (after an upgrade; progress on stderr), then rebuild derived rows (vectors, "
+              "keyword index, entity links; SQLite).")
 @format_options
 @click.pass_obj
 def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
@@ -64,6 +66,9 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
         raise click.UsageError("--deep goes with --check")
     with open_engine(config) as engine:
         if repair:
+            reanalysed = reanalyse(engine)
+            if reanalysed and "repair" not in engine.capabilities:  # the re-analysis was what it could do
+                return
             emit(engine.repair(), tables.repaired)
         elif check:
             violations = engine.check(deep=deep)
@@ -72,6 +77,7 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
             if "file_modes" in engine.capabilities:  # a warning: the store is sound, its files too open
                 for warning in engine.file_warnings():
                     click.echo(f"warning: {warning}", err=True)
+            say_awaiting_reanalysis(engine.reanalysis.waiting())
             if violations:
                 from store.admin import check_advice  # the models' modules: only once a store is open
 
@@ -86,8 +92,35 @@ def doctor(config: Config, check: bool, deep: bool, repair: bool) -> None:
             settings = dataclasses.asdict(config)
             if config.store.database_url:  # the URL may hold a password
                 settings["store"]["database_url"] = config.location
-            emit({"versions": versions, **engine.status(),
+            status = engine.status()
+            say_awaiting_reanalysis(status["awaiting_reanalysis"])
+            emit({"versions": versions, **status,
                   "configuration": {"sources": sources, "settings": settings}}, tables.outline)
+
+
+def say_awaiting_reanalysis(memories: int) -> None:
+    """A notice on stderr, not a problem: memories that still hold the terms and links of older
+    analysis rules, and what brings them up to date."""
+    if memories:
+        click.echo(f"notice: {memories:,} memories still hold the keyword terms and entity links of older rules "
+                   "(searches use those until then); a trimem server that can write to this store analyses them "
+                   "again in the background, and `trimem doctor --repair` does it now", err=True)
+
+
+def reanalyse(engine: Any) -> int:
+    """Run the pass analysing stored memories again to its end (``Engine.reanalysis``), saying on
+    stderr what it does, a line of progress every few batches, and its end; how many it rewrote."""
+    from store.analysis.reanalysis import every_few_batches  # the models' modules: only once a store is open
+
+    work = engine.reanalysis.backlog()
+    if work is None:
+        return 0
+    if work.memories:
+        click.echo(f"analysing {work.memories:,} stored memories again: {work.cause}", err=True)
+    done = engine.reanalysis.run(progress=every_few_batches(lambda line: click.echo(line, err=True)))
+    if work.memories:
+        click.echo(f"done: {done:,} memories analysed again", err=True)
+    return done
 
 
 def model_reference(_ctx: click.Context, _param: click.Parameter, value: str) -> str:

@@ -155,6 +155,8 @@ class StatsOut(BaseModel):
     memories: int
     expired: int
     users: dict[str, dict[str, int]]
+    awaiting_reanalysis: int
+    """Memories still holding the terms and links of older analysis rules."""
     embedding_model: str
     embedding_backend: str
 
@@ -176,11 +178,21 @@ def stats(output: StatsOut, width: int) -> str:
         f"database:   {output.database} ({size})",
         f"models:     {output.embedding_model} on {output.embedding_backend}",
         f"memories:   {output.memories} ({output.expired} expired)",
+        *awaiting_reanalysis(output.awaiting_reanalysis),
         "",
         table(("user_id", "memories", "expired"),
               [[user or "-", str(n["memories"]), str(n["expired"])] for user, n in output.users.items()], width),
     ]
     return "\n".join(lines)
+
+
+def awaiting_reanalysis(memories: int) -> list[str]:
+    """The stats line about memories that still hold older analysis rules' terms, when any do."""
+    if not memories:
+        return []
+    line = (f"analysis:   {memories:,} memories still hold older rules' terms; a server analyses them again in the "
+            "background (or `trimem doctor --repair`)")
+    return [line]
 
 
 def added_count(output: dict[str, int], _width: int) -> str:

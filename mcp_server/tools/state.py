@@ -27,7 +27,9 @@ class State:
 
     ``initialize`` is answered while a thread opens the database and loads the models, so
     the handshake costs no more than a bare server's; a tool call waits only for what is
-    still loading. A failure to open the database is that call's error, not a dead server.
+    still loading. Memories made by older analysis rules are then analysed again on another
+    thread, while calls are served (``_begin_reanalysis``). A failure to open the database is
+    that call's error, not a dead server.
     A database that cannot be reached yet (a PostgreSQL server still starting, or restarting,
     when trimem starts beside it) is tried again with backoff, from ``RETRY_FIRST_SECONDS`` up
     to ``RETRY_MOST_SECONDS`` apart, until it answers; meanwhile every call is told so at once.
@@ -61,6 +63,21 @@ class State:
             self.config.store.spacy_pipeline or "(the best installed)",
         )
         warm_up(engine)
+        self._begin_reanalysis(engine)
+
+    def _begin_reanalysis(self, engine: Engine) -> None:
+        """Analyse again, in the background, the stored memories made by older analysis rules
+        (``Engine.reanalysis``), once the models are warm and unless the server is stopping; its
+        ``close`` stops the pass. Calls are served meanwhile, from what is stored."""
+        with self._lock:  # so that close(), which takes it too, stops a pass that has begun
+            if self._closing.is_set():
+                return
+            try:
+                engine.reanalysis.begin()
+            except TrimemError as exc:
+                log.error("analysing stored memories again could not start (%s); the next start tries again", exc)
+            except Exception:
+                log.exception("analysing stored memories again could not start; the next start tries again")
 
     def _open(self, retry_in: float) -> Engine | None:
         """One attempt to open the engine: it, or ``None`` with ``_error`` saying why."""

@@ -44,6 +44,7 @@ def serve(engine: Engine, port: int, *, open_browser: bool, announce: Callable[[
     port = sock.getsockname()[1]
     app = build_app(engine, port, secrets.token_urlsafe(32))
     engine.warm_up()  # the first search answers as fast as the rest
+    engine.reanalysis.begin()  # a store of older analysis rules catches up in the background, as under a server
     url = f"http://127.0.0.1:{port}/"
     announce(url)
     if open_browser:

@@ -90,18 +90,49 @@ class MemoryReads(Statements):
         row = self.row("SELECT value FROM meta WHERE key = 'analysis_version'")
         return int(row[0]) if row else 1
 
+    def reanalysis_cursor(self) -> tuple[int, int] | None:
+        """Locked in a PostgreSQL write (``ROW_LOCK``), so two servers' batches from one cursor
+        follow each other and the second finds the cursor moved."""
+        row = self.row(f"SELECT value FROM meta WHERE key = 'reanalysis_cursor'{self.ROW_LOCK}")
+        if row is None:
+            return None
+        version, rowid = row[0].split(":")
+        return int(version), int(rowid)
+
+    def memories_after(self, rowid: int, limit: int) -> list[MemoryRow]:
+        mark = self.dialect.placeholder
+        rows = self.rows(
+            f"SELECT {memory_columns()} FROM memories WHERE rowid > {mark} ORDER BY rowid LIMIT {mark}", (rowid, limit)
+        )
+        return [self.dialect.memory_row(row) for row in rows]
+
+    def count_memories_after(self, rowid: int) -> int:
+        row = self.row(f"SELECT count(*) FROM memories WHERE rowid > {self.dialect.placeholder}", (rowid,))
+        return int(row[0]) if row else 0
+
     def degraded_memories(self) -> list[MemoryRow]:
         return [self.dialect.memory_row(row) for row in self.rows(DEGRADED_MEMORIES_SQL)]
 
 
 class MemoryWrites(Statements):
-    """The analysis version and history as a transaction writes them."""
+    """The analysis version, the re-analysis cursor and history as a transaction writes them."""
 
     def set_analysis_version(self, version: int) -> None:
         self.conn.execute(
             f"INSERT INTO meta (key, value) VALUES ('analysis_version', {self.dialect.placeholder}) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(version),),
+        )
+
+    def set_reanalysis_cursor(self, cursor: tuple[int, int] | None) -> None:
+        if cursor is None:
+            self.conn.execute("DELETE FROM meta WHERE key = 'reanalysis_cursor'")
+            return
+        version, rowid = cursor
+        self.conn.execute(
+            f"INSERT INTO meta (key, value) VALUES ('reanalysis_cursor', {self.dialect.placeholder}) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (f"{version}:{rowid}",),
         )
 
     HISTORY_COLUMNS = (
