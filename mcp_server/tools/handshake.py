@@ -47,6 +47,8 @@ Ask = tuple[str, str, str]
 """What a cached answer answers: the method, the protocol version, and a digest of the request's
 parameters where the answer depends on them (the notifications a listen asks for), else ``""``."""
 ID = int | str
+SOURCE_PACKAGES = ("mcp_server", "store")
+"""The packages whose sources make the answers: the tools, their replies' shapes, their limits."""
 
 
 class AnswerCache:
@@ -60,12 +62,14 @@ class AnswerCache:
     @classmethod
     def for_server(cls, folder: Path, configuration: str) -> AnswerCache:
         """The cache of a server with ``configuration`` (its settings, as text) run by this code:
-        trimem's and the SDK's versions and every source file of ``mcp_server`` (a change to a tool
-        in a checkout changes its schema without a new version) are part of the key."""
-        package = Path(__file__).parent
+        trimem's and the SDK's versions and every source file of ``mcp_server`` and ``store`` (in a
+        checkout, a change to a tool, a reply's shape or a limit changes the answers without a new
+        version) are part of the key."""
+        root = Path(__file__).resolve().parents[2]
         sources = sorted(
-            (str(path.relative_to(package)), path.stat().st_mtime_ns, path.stat().st_size)
-            for path in package.rglob("*.py")
+            (str(path.relative_to(root)), status.st_mtime_ns, status.st_size)
+            for package in SOURCE_PACKAGES for path in (root / package).rglob("*.py")
+            if (status := path.stat())
         )
         versions = [version_of(name) for name in ("trimem", "mcp", "pydantic")]
         key = hashlib.sha256(json.dumps([versions, sources, configuration]).encode()).hexdigest()
