@@ -6,19 +6,16 @@ chance of a column without a default (m006)."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 
-import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
+from test_schema_guard import new_memory  # pytest puts tests/ on sys.path (prepend import mode)
 
 from store import Config, Engine, SchemaMismatch
-from store.backend import NewMemory
 from store.postgres import connection, schema
 from store.postgres.statements import PostgresTransaction
-from store.scope import Scope
 
 pytestmark = pytest.mark.only_on("postgres")
 
@@ -34,17 +31,6 @@ def older_trimem(config: Config) -> Iterator[psycopg.Connection]:
     with psycopg.connect(config.store.database_url, autocommit=True) as conn:
         register_vector(conn)
         yield conn
-
-
-def new_memory(text: str, dimension: int) -> NewMemory:
-    """A memory of Ana's as the engine hands it to a transaction (its vector any unit vector)."""
-    vector = np.ones(dimension, dtype=np.float32) / np.sqrt(dimension)
-    return NewMemory(
-        id=hashlib.md5(text.encode()).hexdigest(), text=text, text_lemmatized=text.lower(),
-        hash=hashlib.sha256(text.encode()).hexdigest(), scope=Scope("ana"), actor_id=None, role=None, metadata={},
-        created_at="2026-01-01T00:00:00.000000+00:00", updated_at="2026-01-01T00:00:00.000000+00:00",
-        expiration_date=None, embedding=vector,
-    )
 
 
 def texts(engine: Engine) -> list[str]:
