@@ -7,7 +7,6 @@ stdout and writes nothing.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -89,8 +88,7 @@ def hooks_install(ctx: click.Context, capture: bool, command_path: bool, registe
                                                    trimem=trimem))
     apply(path, updated, changes, show, unchanged=f"trimem's hooks are already in {path} as asked; nothing changed")
     if register and show:
-        click.echo(f"would register: claude mcp add-json {server} '{json.dumps(trimem.server_entry())}' --scope user",
-                   err=True)
+        click.echo(f"would register: {registration.shown(server, trimem)}", err=True)
     elif register:
         with settings_errors():
             click.echo(registration.register(server, trimem), err=True)

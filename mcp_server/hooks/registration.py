@@ -10,6 +10,7 @@ A server already registered under that name is left as it is (it may carry the u
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 
@@ -18,16 +19,26 @@ from mcp_server.hooks.settings import SettingsError, Trimem
 REGISTER_TIMEOUT_SECONDS = 60
 
 
+def add_json(name: str, trimem: Trimem) -> list[str]:
+    """Claude Code's command that registers ``trimem``'s server under ``name``, without the ``claude``
+    before it: what ``register`` runs, and what a person is told to run."""
+    return ["mcp", "add-json", name, json.dumps(trimem.server_entry()), "--scope", "user"]
+
+
+def shown(name: str, trimem: Trimem) -> str:
+    """``add_json`` as a person types it in a shell."""
+    return shlex.join(["claude", *add_json(name, trimem)])
+
+
 def register(name: str, trimem: Trimem, claude: str | None = None) -> str:
     """Register ``trimem``'s server with Claude Code under ``name`` (user scope) and say what was done;
     ``SettingsError`` when Claude Code's command cannot be found or refuses for another reason."""
     claude = claude or shutil.which("claude")
-    entry = json.dumps(trimem.server_entry())
     if claude is None:
         raise SettingsError(f"cannot register the MCP server: no `claude` on PATH; register it yourself with "
-                            f"claude mcp add-json {name} '{entry}' --scope user")
+                            f"{shown(name, trimem)}")
     try:
-        done = subprocess.run([claude, "mcp", "add-json", name, entry, "--scope", "user"], capture_output=True,
+        done = subprocess.run([claude, *add_json(name, trimem)], capture_output=True,
                               text=True, timeout=REGISTER_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SettingsError(f"cannot register the MCP server: {claude} mcp add-json failed ({exc})") from None
