@@ -23,7 +23,7 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from mcp_server.models import AddBrief, HistoryBrief, MemoryBrief, PageBrief, ScoredBrief, SearchBrief
+from mcp_server.models import SHOWN_SCOPE_KEYS, AddBrief, HistoryBrief, MemoryBrief, PageBrief, ScoredBrief, SearchBrief
 from mcp_server.wording import NOTHING_RELEVANT
 
 
@@ -41,7 +41,7 @@ def memory_line(memory: MemoryBrief) -> str:
     another agent or run than the call's, the speaker, metadata, a later update, an expiry, a cut."""
     score = [f"{memory.score:.2f}"] if isinstance(memory, ScoredBrief) else []
     head = " ".join([memory.id, *score, memory.date])
-    extras = [f"{key} {value}" for key in ("agent_id", "run_id") if (value := getattr(memory, key)) is not None]
+    extras = [f"{key} {value}" for key in SHOWN_SCOPE_KEYS if (value := getattr(memory, key)) is not None]
     if memory.actor_id or memory.role:
         extras.append(f"said by {' '.join(filter(None, (memory.actor_id, memory.role and f'({memory.role})')))}")
     if memory.metadata:

@@ -160,16 +160,12 @@ class Config:
         cache folder, which every database and data folder of the user shares."""
         if self.store.model_cache:
             return Path(self.store.model_cache).expanduser()
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("trimem", appauthor=False)) / "onnx"
+        return user_cache_dir() / "onnx"
 
     def handshake_cache_dir(self) -> Path:
         """Where the stdio server keeps its last answers to an MCP client's handshake
         (``mcp_server/tools/handshake.py``): ``handshake`` in the user's cache folder."""
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("trimem", appauthor=False)) / "handshake"
+        return user_cache_dir() / "handshake"
 
     def using(self, database: str) -> Config:
         """A copy that stores memories in ``database``: a ``postgresql://`` URL, or an SQLite file
@@ -216,6 +212,14 @@ def data_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("trimem", appauthor=False))
+
+
+def user_cache_dir() -> Path:
+    """The platform's per-user cache folder for trimem (``~/.cache/trimem`` on Linux): the model
+    copies and the stdio server's handshake answers live below it."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("trimem", appauthor=False))
 
 
 def defaults_path() -> Path:

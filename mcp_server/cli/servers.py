@@ -30,7 +30,6 @@ AUTH_MODES = ("tokens", "none")
 @click.pass_obj
 def serve(config: Config, transport: str, host: str, port: int, auth: str | None) -> None:
     """Run the MCP server (what an MCP client's configuration starts, or a service for many users over HTTP)."""
-
     if transport == "stdio":
         if auth is not None or host != "127.0.0.1":
             raise click.UsageError("--host and --auth go with --transport http; over stdio the caller is the user")

@@ -109,7 +109,7 @@ class HookChoice:
                       "input": {"prompt": "${prompt}", "cwd": "${cwd}", "session_id": "${session_id}",
                                 "capture": self.capture},
                       "timeout": PROMPT_TIMEOUT_SECONDS}
-        # SessionStart fires while MCP servers may still be connecting: always the command path
+        # Claude Code runs no mcp_tool hook at SessionStart ("no MCP client context"): always the command path
         session = {"type": "command", "command": self.hook_command("session"), "timeout": SESSION_TIMEOUT_SECONDS}
         return {PROMPT_EVENT: prompt, SESSION_EVENT: session}
 
