@@ -60,3 +60,61 @@ UNRELATED = [
     "Tokyo trip",
     "Paris",
 ]
+
+NEW_USER_FACTS = [
+    "Ines is allergic to penicillin",
+    "Production uses PostgreSQL 16 on a managed cluster in Frankfurt",
+    "I have been vegan since 2019",
+    "I injured my left knee skiing last winter and avoid jumping exercises",
+    "I prefer early returns over nested if blocks in code reviews",
+    "I use Neovim as my editor",
+    "Answer me in British English spelling",
+    "my sister ana is a nurse on the night shift",
+    "The office door code is 8820",
+    "We moved to Lisbon in 2015",
+    "I drive a blue Toyota Corolla",
+    "I drink green tea every morning, never coffee",
+    "The team's standup is at 9:30 every weekday",
+    "Our cat Miso needs a kidney diet",
+    "My manager is Priya Raman",
+    "The staging server is called orion",
+    "I am learning Japanese on Duolingo",
+    "The project deploys with GitHub Actions",
+    "My daughter's school play is on the 14th",
+    "I am allergic to shellfish",
+]
+"""A new user's store: one-line facts of the kind an assistant stores, some of them standing
+preferences that a request bears on without naming them."""
+
+NEW_USER_ANSWERABLE = {
+    "what medicine must Ines avoid?": "Ines is allergic to penicillin",
+    "which Postgres version runs in production?": "Production uses PostgreSQL 16 on a managed cluster in Frankfurt",
+    "Does Ana work at night?": "my sister ana is a nurse on the night shift",
+    "what is 8820?": "The office door code is 8820",
+    "what happened in 2015?": "We moved to Lisbon in 2015",
+    "what am I alergic to": "I am allergic to shellfish",
+    "what car do I have?": "I drive a blue Toyota Corolla",
+    "tea?": "I drink green tea every morning, never coffee",
+    "when is standup?": "The team's standup is at 9:30 every weekday",
+    "what food does Miso need?": "Our cat Miso needs a kidney diet",
+    "who is my manager?": "My manager is Priya Raman",
+    "which server is staging?": "The staging server is called orion",
+    "how do we deploy?": "The project deploys with GitHub Actions",
+    # requests that a standing preference bears on without naming it
+    "suggest a dinner recipe for me": "I have been vegan since 2019",
+    "plan a workout for this week": "I injured my left knee skiing last winter and avoid jumping exercises",
+    "review this function for style": "I prefer early returns over nested if blocks in code reviews",
+    "how do I set up a keybinding in my editor?": "I use Neovim as my editor",
+    "write a short note about colour choices": "Answer me in British English spelling",
+}
+
+NEW_USER_UNRELATED = [
+    "what is the capital of Australia?",
+    "explain how TCP handshakes work",
+    "Who won the 1998 World Cup?",
+    "translate 'good morning' into German",
+    "what's the boiling point of water at altitude?",
+    "When did Caroline go to the support group?",
+    "how many moons does Jupiter have?",
+    "what does HTTP 418 mean?",
+]

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from bench import abstention, locomo, metrics, postgres, report
+from bench import locomo, metrics, postgres, report
 from store import Config, Engine, clock, load_config
 from store.analysis.embeddings import Embedder, open_embedder
 from store.analysis.nlp import NLP
@@ -151,8 +151,6 @@ class QualityRun:
     memories: int
     ingest_seconds: float
     failures: list[dict[str, Any]]
-    abstention: abstention.Abstention | None = None
-    """Own and foreign questions asked of the default (``bench/abstention.py``), when it ran."""
 
     def category_counts(self) -> Counter:
         return Counter(question.category for _, question in self.questions)
@@ -401,10 +399,7 @@ def run(
     cases = []
     if failures and any(result.variant.name == REFERENCE for result in results):
         cases = diagnose(base, results, questions, mapping, embedder, nlp)
-    asked = None
-    if any(result.variant.name == DEFAULT for result in results):
-        asked = abstention.ask(base, base.replace("search", **MEM0), samples, mapping, embedder, nlp, TOP_K)
-    return QualityRun(results, questions, memories, ingest_seconds, cases, asked)
+    return QualityRun(results, questions, memories, ingest_seconds, cases)
 
 
 CHECK_SAMPLES = ("conv-42", "conv-43")
@@ -522,30 +517,6 @@ Each is in `bench/results/{failures}` (worst first), with every evidence memory'
 variant and its semantic similarity, BM25 and entity boost computed over the whole scope.
 
 {failure_summary(run)}
-{abstention_part(run)}"""
-
-
-def abstention_part(run: QualityRun) -> str:
-    """The docs subsection on saying nothing, when the default was asked foreign questions."""
-    if run.abstention is None:
-        return ""
-    floors = load_config(environ={}).search
-    return f"""
-### Saying nothing: own and foreign questions
-
-Each conversation is asked its own questions and the next conversation's ("foreign": no memory
-of this scope answers them), by the default search and, for the foreign ones, by Mem0's
-reference (`bench/abstention.py`). "Nothing" is the share answered with no memory at all.
-
-{abstention.summary_table(run.abstention, CHECK_SAMPLES, TOP_K)}
-
-The trade-off of the two floors of `store/ranking/relevance.py`, scored from the same searches by the
-same rule (the best similarity, and the names the query mentions with how close the scope's
-closest stored name is; the default is `relevance_floor = {floors.relevance_floor:g}`,
-`relevance_floor_unknown_names = {floors.relevance_floor_unknown_names:g}`). Floors are chosen on
-the tune conversations; the check ones only confirm.
-
-{abstention.curve_table(run.abstention, CHECK_SAMPLES)}
 """
 
 

@@ -78,6 +78,12 @@ class AddedOut(BaseModel):
         description="Scope keys sent inside metadata and not stored; pass user_id, agent_id or run_id as "
         "arguments instead.",
     )
+    may_supersede: list[MemoryOut] = Field(
+        default_factory=list,
+        description="Older memories close in meaning to the one stored now, which may be out of date now (a move, "
+        "a new job, a changed date). If the new memory replaces one, update it with update_memory or delete it "
+        "with delete_memory; if not, leave it.",
+    )
 
 
 class AddOutput(BaseModel):
@@ -89,7 +95,8 @@ class AddOutput(BaseModel):
     def of(cls, added: list[AddedMemory], max_chars: int) -> AddOutput:
         return cls(results=[
             AddedOut(event=a.event, memory=MemoryOut.of(a.memory, max_chars),
-                     ignored_metadata_keys=a.ignored_metadata_keys)
+                     ignored_metadata_keys=a.ignored_metadata_keys,
+                     may_supersede=[MemoryOut.of(older, max_chars) for older in a.may_supersede])
             for a in added
         ])
 
@@ -302,7 +309,7 @@ class MemoryBrief(Lean):
 
 class ScoredBrief(MemoryBrief):
     FIRST = ("id", "score")
-    score: float = Field(description="Relevance in [0, 1], to 2 decimals (explain_search gives it whole).")
+    score: float = Field(description="The chance it answers, 0 to 1, to 2 decimals (explain_search gives it whole).")
 
     @classmethod
     def of_hit(cls, hit: SearchHit, scope: Mapping[str, str], max_chars: int) -> ScoredBrief:
@@ -319,11 +326,27 @@ class SearchBrief(BaseModel):
         return cls(results=[ScoredBrief.of_hit(hit, scope, max_chars) for hit in hits])
 
 
+class SupersededBrief(Lean):
+    """An older memory a new one may replace: what to recognise it by and the id to act on it."""
+
+    id: str = Field(description=MemoryBrief.model_fields["id"].description)
+    text: str
+    truncated: Literal[True] | Absent = Field(None, description=MemoryBrief.model_fields["truncated"].description)
+
+    @classmethod
+    def of(cls, memory: Memory, max_chars: int) -> SupersededBrief:
+        text, truncated = cap(memory.text, max_chars)
+        return cls(id=short_id(memory.id), text=text, truncated=True if truncated else None)
+
+
 class AddedBrief(MemoryBrief):
     FIRST = ("event",)
     event: AddEvent = Field(description=AddedOut.model_fields["event"].description)
     ignored_metadata_keys: list[str] | Absent = Field(
         None, description=AddedOut.model_fields["ignored_metadata_keys"].description
+    )
+    may_supersede: list[SupersededBrief] | Absent = Field(
+        None, description=AddedOut.model_fields["may_supersede"].description
     )
 
 
@@ -335,7 +358,8 @@ class AddBrief(BaseModel):
     @classmethod
     def of(cls, added: list[AddedMemory], scope: Mapping[str, str], max_chars: int) -> AddBrief:
         return cls(results=[
-            AddedBrief.of(a.memory, scope, max_chars, event=a.event, ignored_metadata_keys=a.ignored_metadata_keys or None)
+            AddedBrief.of(a.memory, scope, max_chars, event=a.event, ignored_metadata_keys=a.ignored_metadata_keys or None,
+                          may_supersede=[SupersededBrief.of(older, max_chars) for older in a.may_supersede] or None)
             for a in added
         ])
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from mcp_server.models import SHOWN_SCOPE_KEYS, AddBrief, HistoryBrief, MemoryBrief, PageBrief, ScoredBrief, SearchBrief
 from mcp_server.wording import NOTHING_RELEVANT
+from store.records import short_id
 
 
 def reply(output: BaseModel, text: str) -> CallToolResult:
@@ -34,6 +35,10 @@ def reply(output: BaseModel, text: str) -> CallToolResult:
 
 def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+TEXT_CUT = "text cut; get_memory shows more"
+"""What a line adds when the text it shows was cut to the server's limit."""
 
 
 def memory_line(memory: MemoryBrief) -> str:
@@ -51,8 +56,14 @@ def memory_line(memory: MemoryBrief) -> str:
     if memory.expires:
         extras.append(f"expires {memory.expires}")
     if memory.truncated:
-        extras.append("text cut; get_memory shows more")
+        extras.append(TEXT_CUT)
     return " | ".join([f"{head} {memory.text}", *extras])
+
+
+def may_update_line(memory_id: str, text: str, truncated: bool = False) -> str:
+    """An older memory the one stored just above may make out of date, on a line of its own: the
+    add_memory reply and ``trimem add`` both show it so."""
+    return f"  may update: {short_id(memory_id)} {text}" + (f" | {TEXT_CUT}" if truncated else "")
 
 
 def memory_lines(memories: Sequence[MemoryBrief]) -> str:
@@ -85,6 +96,7 @@ def added_text(output: AddBrief) -> str:
             line += (f" | not stored in metadata: {', '.join(added.ignored_metadata_keys)} "
                      "(pass them as arguments)")
         lines.append(line)
+        lines += [may_update_line(older.id, older.text, bool(older.truncated)) for older in added.may_supersede or []]
     return "\n".join(lines)
 
 

@@ -15,9 +15,12 @@ def metadata_value(value: Any) -> str:
 
 
 def relevance_line(relevance: Relevance) -> str:
-    """The relevance decision in one line: the verdict, the best similarity against its bar, and
-    the names the query mentions with how close the scope's closest stored name is."""
-    best = "no memory" if relevance.best_similarity is None else f"best similarity {relevance.best_similarity:.3f}"
+    """The relevance decision in one line: the verdict, the best score (learned fusion) or
+    similarity (the hand-set fusion) against its bar, and the names the query mentions with how
+    close the scope's closest stored name is."""
+    best = ("no memory" if relevance.best_similarity is None
+            else f"best score {relevance.best_score:.3f}" if relevance.best_score is not None
+            else f"best similarity {relevance.best_similarity:.3f}")
     verdict = "answerable" if relevance.answerable else "nothing relevant"
     sign = ">=" if relevance.answerable else "<"
     names = ", ".join(f"{name} {closeness:.2f}" for name, closeness in relevance.names.items())

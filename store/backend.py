@@ -319,6 +319,9 @@ class Snapshot(Protocol):
     def entities_holding(self, names: Sequence[str], scope: Scope) -> list[bool]:
         """For each of ``names`` (normalised), whether an entity of the scope holds all its words
         ("atlas" in "project atlas": ``store.sql.dialect.Dialect.holds_words_sql``)."""
+    def words_written(self, words: Sequence[str], scope: Scope) -> list[bool]:
+        """For each of ``words`` (folded terms), whether a memory of the scope holds it, or a
+        longer word starting with it ("postgres" in "postgresql"), by the keyword index."""
     def entity_links(
         self, entity_ids: Sequence[int], scope: Scope, filters: Filter | None, on: str | None,
         memory_rowids: Sequence[int] | None = None,

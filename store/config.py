@@ -38,7 +38,7 @@ KEYWORD_CONTEXT_SHARES: tuple[str, ...] = get_args(KeywordContextShare)
 
 MEM0_RANKING: dict[str, Any] = {
     "candidate_pool": "semantic", "keyword_context": 0.0, "question_keywords": 1.0,
-    "entity_weighting": "mem0", "entity_match": "all", "relevance_check": False,
+    "entity_weighting": "mem0", "entity_match": "all", "relevance_check": False, "standing_recall": False,
 }
 """The ``[search]`` values that reproduce Mem0 exactly; ``ranking = "mem0"`` imposes them."""
 
@@ -76,6 +76,9 @@ class SearchConfig:
     relevance_check: bool
     relevance_floor: float
     relevance_floor_unknown_names: float
+    min_score: float
+    min_similarity: float
+    standing_recall: bool
 
     def resolved(self) -> SearchConfig:
         """The options retrieval runs with: ``ranking = "mem0"`` overrides every departure from
@@ -125,10 +128,12 @@ class ServiceConfig:
 @dataclass(frozen=True)
 class HooksConfig:
     recall_top_k: int
+    recall_min_score: float
     max_block_chars: int
     capture_min_chars: int
     redact_secrets: bool
     session_recent: int
+    session_standing: int
     deadline_seconds: float
 
 
@@ -353,6 +358,10 @@ def _check(config: Config) -> None:
     for name in ("relevance_floor", "relevance_floor_unknown_names"):
         if not 0.0 <= getattr(search, name) <= 1.0:
             raise _refuse("search", name, getattr(search, name), "it must be a similarity between 0 and 1")
+    if not 0.0 <= search.min_similarity <= 1.0:
+        raise _refuse("search", "min_similarity", search.min_similarity, "it must be a similarity between 0 and 1")
+    if not 0.0 <= search.min_score <= 1.0:
+        raise _refuse("search", "min_score", search.min_score, "it must be a probability between 0 and 1")
     if search.candidate_pool not in ("semantic", "union"):
         raise _refuse("search", "candidate_pool", search.candidate_pool, "use 'semantic' or 'union'")
     if search.ranking not in RANKINGS:
@@ -408,7 +417,9 @@ def _check(config: Config) -> None:
             raise _refuse("service", name, url, "it must be an http:// or https:// URL, or empty")
     if config.hooks.deadline_seconds <= 0:
         raise _refuse("hooks", "deadline_seconds", config.hooks.deadline_seconds, "it must be more than 0")
-    for name in ("recall_top_k", "session_recent"):
+    if not 0.0 <= config.hooks.recall_min_score <= 1.0:
+        raise _refuse("hooks", "recall_min_score", config.hooks.recall_min_score, "it must be a probability between 0 and 1")
+    for name in ("recall_top_k", "session_recent", "session_standing"):
         if not 1 <= getattr(config.hooks, name) <= limits.max_top_k:
             raise _refuse("hooks", name, getattr(config.hooks, name), f"it must be between 1 and max_top_k ({limits.max_top_k})")
     if not 1 <= search.top_k <= limits.max_top_k:

@@ -19,7 +19,7 @@ from typing import Any, Self, get_args
 
 import numpy as np
 
-from store import admin, cancellation, clock, ids, retries
+from store import admin, cancellation, clock, ids, retries, updates
 from store.analysis.embeddings import Embedder, NameVectors, open_embedder
 from store.analysis.entities import normalize_entity
 from store.analysis.linking import link_entities
@@ -41,6 +41,7 @@ from store.errors import InvalidArgument, NotFound, TrimemError, shown
 from store.exchange import peers, transfer
 from store.filters import parse_filters
 from store.ranking import retrieval
+from store.ranking.standing import mark as standing_mark
 from store.records import (
     MESSAGE_ROLES,
     SKIPPED_ROLES,
@@ -233,14 +234,20 @@ class Engine:
         run_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         expiration_date: str | None = None,
+        standing: bool | None = None,
     ) -> list[AddedMemory]:
         """Remember a text, or each user/assistant message of a conversation (system messages
-        are skipped), as Mem0 does with ``infer=False``."""
+        are skipped), as Mem0 does with ``infer=False``. A text is marked standing
+        (``store.ranking.standing``) as ``standing`` says, or, when it says nothing, when the text
+        reads as a standing preference; a conversation's messages only when ``standing`` is true.
+        Each memory stored now names the older memories of its scope it may make out of date
+        (``AddedMemory.may_supersede``)."""
         if isinstance(content, str):
-            items = [MemoryInput(content, metadata)]
+            items = [MemoryInput(content, standing_mark(content, metadata, standing))]
         else:
-            items = self._messages(content, metadata)
-        return self.add_many(items, user_id=user_id, agent_id=agent_id, run_id=run_id, expiration_date=expiration_date)
+            items = self._messages(content, standing_mark("", metadata, standing or False))
+        return self.add_many(items, user_id=user_id, agent_id=agent_id, run_id=run_id, expiration_date=expiration_date,
+                             name_superseded=True)
 
     def _messages(self, messages: Any, metadata: Mapping[str, Any] | None) -> list[MemoryInput]:
         if not isinstance(messages, Sequence) or isinstance(messages, (bytes, bytearray)):
@@ -278,11 +285,14 @@ class Engine:
         agent_id: str | None = None,
         run_id: str | None = None,
         expiration_date: str | None = None,
+        name_superseded: bool = False,
     ) -> list[AddedMemory]:
         """Add several memories to one scope with one model batch and one transaction.
 
         A text whose normalised form is already stored in the scope (or earlier in the
         batch) is not stored twice: its result is the existing memory, event DUPLICATE.
+        ``name_superseded`` (what ``add`` asks) fills each new memory's ``may_supersede``
+        (``store.updates``); bulk writes leave it off, as it costs one more read per memory.
         """
         scope = check_scope(user_id, agent_id, run_id)
         expiry = check_expiration(expiration_date, clock.today())
@@ -298,12 +308,20 @@ class Engine:
         ignored = [scope_keys_in(item.metadata) for item in items]
         hashes = [memory.hash for memory in checked]
         first = {h: i for i, h in reversed(list(enumerate(hashes)))}  # a twin inside the batch is a duplicate
-        stored = dict(zip(first, self._store([checked[i] for i in first.values()])))
-        return [
-            AddedMemory("ADD" if stored[h][0] == "ADD" and first[h] == i else "DUPLICATE", to_memory(stored[h][1]),
-                        ignored[i])
-            for i, h in enumerate(hashes)
-        ]
+        outcomes, embeddings = self._store_with_embeddings([checked[i] for i in first.values()])
+        older: dict[str, list[Memory]] = {}
+        if name_superseded:
+            written = [(row, embeddings[j]) for j, (outcome, row) in enumerate(outcomes) if outcome == "ADD"]
+            with self.backend.snapshot() as view:
+                older = updates.superseded_by(view, written, clock.today())
+        stored = dict(zip(first, outcomes))
+        results = []
+        for i, h in enumerate(hashes):
+            outcome, row = stored[h]
+            new = outcome == "ADD" and first[h] == i
+            results.append(AddedMemory("ADD" if new else "DUPLICATE", to_memory(row), ignored[i],
+                                       older.get(row.id, []) if new else []))
+        return results
 
     def _store(
         self, memories: Sequence[CheckedMemory], *, dry_run: bool = False, gap_after_skip: bool = False
@@ -317,6 +335,14 @@ class Engine:
         ``gap_after_skip`` a memory written after a skipped one is kept apart from the one
         before (``gap_before``), as the skipped one stood between them.
         """
+        return self._store_with_embeddings(memories, dry_run=dry_run, gap_after_skip=gap_after_skip)[0]
+
+    def _store_with_embeddings(
+        self, memories: Sequence[CheckedMemory], *, dry_run: bool = False, gap_after_skip: bool = False
+    ) -> tuple[list[tuple[str, MemoryRow | None]], dict[int, np.ndarray]]:
+        """``_store``, and the embedding of each memory it ran the models for, by its place in
+        ``memories``: ``add`` finds the older memories nearest to the new ones with them, without
+        embedding the texts twice."""
 
         def stored(view: Snapshot, memory: CheckedMemory) -> tuple[str, MemoryRow | None] | None:
             if memory.id is not None and view.id_taken(memory.id, by_history=not memory.reclaims_id):
@@ -328,7 +354,7 @@ class Engine:
             outcomes = [stored(view, memory) for memory in memories]
         fresh = [i for i, outcome in enumerate(outcomes) if outcome is None]
         if dry_run:
-            return [outcome or ("ADD", None) for outcome in outcomes]
+            return [outcome or ("ADD", None) for outcome in outcomes], {}
         cancellation.checkpoint()
         analyses, embeddings, entity_vectors = self._analyse_and_embed([memories[i].text for i in fresh])
         modelled = dict(zip(fresh, zip(analyses, embeddings)))
@@ -373,7 +399,7 @@ class Engine:
             write_pending()
             return written
 
-        return retries.transact(self.backend, write)
+        return retries.transact(self.backend, write), dict(zip(fresh, embeddings))
 
     def update(
         self,
@@ -628,12 +654,14 @@ class Engine:
         filters: Mapping[str, Any] | None = None,
         show_expired: bool = False,
         explain: bool = False,
+        min_score: float | None = None,
     ) -> list[SearchHit]:
         """Memories ranked by the fusion of meaning, keywords and entities; with ``explain``,
-        each hit carries every part of its score."""
+        each hit carries every part of its score. ``min_score`` replaces ``search.min_score``
+        for this call (Claude Code's hooks ask more of what they inject unasked)."""
         return self.explain(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, top_k=top_k, threshold=threshold,
-            filters=filters, show_expired=show_expired, details=explain,
+            filters=filters, show_expired=show_expired, details=explain, min_score=min_score,
         ).hits
 
     def explain(
@@ -650,6 +678,7 @@ class Engine:
         details: bool = True,
         use_bm25: bool | None = None,
         use_entities: bool | None = None,
+        min_score: float | None = None,
     ) -> Explanation:
         """The search, with the query analysis, every score part and the dropped candidates.
 
@@ -659,6 +688,8 @@ class Engine:
         options = replace(
             self.config.search, **{name: bool(value) for name, value in switches.items() if value is not None}
         )
+        if min_score is not None:
+            options = replace(options, min_score=check_threshold(min_score, "min_score", 0.02))
         scope = check_scope(user_id, agent_id, run_id)
         query = check_query(query, self.config.limits.max_text_chars)
         request = retrieval.SearchRequest(

@@ -62,6 +62,9 @@ class AddedMemory:
     memory: Memory
     ignored_metadata_keys: list[str] = field(default_factory=list)
     """Scope keys sent inside metadata and dropped (pass them as scope arguments instead)."""
+    may_supersede: list[Memory] = field(default_factory=list)
+    """For a memory ``add`` stored now: the older memories of its scope nearest in meaning, which
+    it may make out of date (``store.updates``), for the caller to update or delete."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,9 @@ class SearchHit:
     keyword_source: KeywordSource | None = None
     learned: LearnedScore | None = None
     """Under learned fusion, explained: how the model turned the signals into ``score``."""
+    standing: bool = False
+    """A standing memory returned because the query bears on it (``store.ranking.standing``), not
+    for its score: it follows the memories that cleared the bar, whatever its own."""
 
 
 @dataclass(frozen=True)

@@ -274,12 +274,12 @@ def check_offset(offset: Any) -> int:
     return offset
 
 
-def check_threshold(threshold: Any) -> float:
-    """The semantic gate, a similarity from 0 to 1."""
+def check_threshold(threshold: Any, name: str = "threshold", usual: float = 0.1) -> float:
+    """The semantic gate, a similarity from 0 to 1 (or another bar from 0 to 1: ``name``, usually ``usual``)."""
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold):
-        raise InvalidArgument(f"threshold must be a number between 0 and 1, got {shown(threshold)}")
+        raise InvalidArgument(f"{name} must be a number between 0 and 1, got {shown(threshold)}")
     if not 0.0 <= threshold <= 1.0:
-        raise InvalidArgument(f"threshold must be between 0 and 1, got {shown(threshold)}; 0.1 is a good default")
+        raise InvalidArgument(f"{name} must be between 0 and 1, got {shown(threshold)}; {usual:g} is a good default")
     return float(threshold)
 
 

@@ -15,13 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import corpus, ideas, locomo, metrics, quality, ranking_cost, report, speed
+from bench import corpus, locomo, metrics, quality, ranking_cost, recall, report, speed
 from bench.scope_search import SCOPE
 from bench.stages import SEARCH_STAGES, StageClock, StoreClock, store_clocks
 from mcp_server.tools.server import TOOLS
 from store import Config, Engine, MemoryInput
-from store.ranking import scoring
-from store.scope import Scope as StoreScope
+from store.ranking import learned
 from store.sqlite.signals import SignalReads
 
 # --- metrics, computed by hand ---------------------------------------------------------------
@@ -248,109 +247,25 @@ def test_quality_on_a_slice(config: Config, embedder, nlp, tmp_path: Path):
 
 
 @pytest.mark.only_on("sqlite")
-def test_rescoring_ranks_as_the_engine_and_every_idea_runs(config: Config, embedder, nlp):
-    """On a slice that fits in one over-fetch, the rescored default is the engine's hand-set fusion."""
+def test_the_engines_ranking_is_the_one_the_recall_bench_scores(config: Config, embedder, nlp):
+    """On a slice of a conversation, what search returns is what ``bench/recall.py`` finds by scoring
+    the candidates it kept with the shipped weights and the configured floor; a fit on them is a
+    model the engine can run."""
     (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]
-    tiny = locomo.head(sample, max_turns=40, max_questions=8)
-    with Engine(config.replace("search", ranking="trimem"), embedder=embedder, nlp=nlp) as engine:
-        mapping = quality.ingest(engine, [tiny])
-        scopes, asked = ideas.read_questions(engine, [tiny], mapping)
-        keywords = ideas.Keywords(engine, nlp)
-        with engine.backend.snapshot() as view:
-            rows = view.memories_by_rowid(list(scopes["conv-30"].texts), StoreScope("conv-30"))
-        rowid_of = {row.id: rowid for rowid, row in rows.items()}
-        threshold = engine.config.search.threshold
-        searched = [
-            [rowid_of[hit.memory.id] for hit in engine.search(q.text, user_id=q.sample_id, top_k=quality.TOP_K)]
-            for q in asked
-        ]
-        default = ideas.IDEAS[0]
-        rescored = [ideas.rank(default.signals(q, scopes[q.sample_id], keywords), threshold) for q in asked]
-        outcomes = [ideas.measure(idea, scopes, asked, keywords, threshold) for idea in ideas.IDEAS]
-    assert len(asked) == len(tiny.questions) > 0 and scopes["conv-30"].size == 40
-    assert any(q.bm25 for q in asked) and any(q.entities for q in asked)
-    assert any(rowid in scopes["conv-30"].questions for q in asked for rowid in q.bm25)  # the question share acts
-    assert rescored == searched
-    assert all(len(outcome.scores) == len(asked) for outcome in outcomes)
-    table = ideas.markdown(outcomes, asked, "turns", "python -m bench ideas", "env").splitlines()
-    assert sum(line.startswith("| ") for line in table) == 2 + len(ideas.IDEAS)  # header, rule, rows
-
-
-@pytest.mark.only_on("sqlite")
-def test_learned_fusion_reranks_the_hand_set_fusions_candidates(config: Config, embedder, nlp):
-    """The learned models rerank the rescored hand-set fusion's candidates, described by every feature."""
-    from bench import learned
-
-    (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]
-    tiny = locomo.head(sample, max_turns=40, max_questions=8)
+    tiny = locomo.head(sample, max_turns=60, max_questions=10)
+    floor = config.search.min_score
     with Engine(config, embedder=embedder, nlp=nlp) as engine:
-        scopes, asked = ideas.read_questions(engine, [tiny], quality.ingest(engine, [tiny]))
-    questions = [learned.candidates(q, scopes[q.sample_id], "turns") for q in asked]
-    threshold = ideas.SHIPPED.threshold
-    for q, question in zip(asked, questions):
-        default = ideas.rank(ideas.default_signals(q, scopes[q.sample_id]), threshold)
-        assert question.rowids[: quality.TOP_K] == default
-        assert len(question.rowids) == sum(scoring.passes_gate(s, threshold) for s in q.similarity.values()) > 20
-        fused = [c.fused for c in question.candidates]
-        assert fused == sorted(fused, reverse=True)
-        assert [c.fused_rank for c in question.candidates] == list(range(len(question.rowids)))
-    assert any(c.mentions_time for c in questions[0].candidates) and any(c.time_words for c in questions[0].candidates)
-    for features in learned.FEATURE_SETS.values():
-        model = learned.Model(features, 1.0).fit(questions)
-        for question in questions:
-            assert question.matrix(features).shape == (len(question.rowids), len(features))
-            assert sorted(model.rank(question)) == list(range(len(question.rowids)))
-        assert list(model.weights()) == list(features) and list(model.fitted().features) == list(features)
-
-
-def test_learned_weights_are_written_only_from_the_default_models_similarities(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """The engine runs one set of weights whatever its embedding model, so a fit on another model's
-    similarities is measured (``--embedding-model``) but never written over them."""
-    from bench import learned as bench_learned
-    from store.ranking import learned
-
-    before = learned.WEIGHTS.read_bytes()
-    with pytest.raises(SystemExit) as refused:
-        bench_learned.main(["--embedding-model", "all-mpnet-base-v2", "--write-weights", "--no-doc"])
-    assert refused.value.code == 2 and "whatever its model" in capsys.readouterr().err
-    assert learned.WEIGHTS.read_bytes() == before
-
-
-@pytest.mark.only_on("sqlite")
-def test_the_engines_learned_ranking_is_the_one_the_bench_measures(config: Config, embedder, nlp):
-    """On a slice that fits in one over-fetch, the default ranking (``learned``) orders exactly as
-    ``bench/learned.py`` scores its candidates with the shipped weights."""
-    from bench import learned as bench_learned
-    from store.ranking import learned
-
-    (sample,) = [s for s in locomo.load() if s.sample_id == "conv-30"]
-    tiny = locomo.head(sample, max_turns=40, max_questions=8)
-    assert config.search.ranking == "learned"
-    with Engine(config, embedder=embedder, nlp=nlp) as engine:
-        scopes, asked = ideas.read_questions(engine, [tiny], quality.ingest(engine, [tiny]))
-        with engine.backend.snapshot() as view:
-            rows = view.memories_by_rowid(list(scopes["conv-30"].texts), StoreScope("conv-30"))
-        rowid_of = {row.id: rowid for rowid, row in rows.items()}
-        searched = []
-        for q in asked:
-            explained = engine.explain(q.text, user_id=q.sample_id, top_k=quality.TOP_K)
-            searched.append([rowid_of[hit.memory.id] for hit in explained.hits or explained.withheld])
-    described = []
-    for q, got in zip(asked, searched):
-        question = bench_learned.candidates(q, scopes[q.sample_id], "turns")
-        order = np.argsort(-learned.shipped().logits(question.candidates), kind="stable")
-        assert got == [question.rowids[i] for i in order][: quality.TOP_K]
-        described += question.candidates
-    for flag in ("time_words", "opens_with_name", "neighbour_opens_with_name"):  # each read, both ways
-        assert 0 < sum(getattr(c, flag) for c in described) < len(described), flag
-
-
-def test_a_turn_only_asks_when_every_sentence_is_a_question():
-    assert ideas.only_asks("Ann: Did you go? Was it fun? [shares a photo of a cat]")
-    assert not ideas.only_asks("Ann: I went. Was it fun?") and ideas.ends_asking("Ann: I went. Was it fun?")
-    assert not ideas.ends_asking("Ann: Was it fun? I went.")
+        asked = recall.ask_all(engine, "LoCoMo turns", [tiny], quality.ingest(engine, [tiny]), foreign=False)
+        searched = [[hit.memory.id for hit in engine.search(a.text, user_id=a.sample, top_k=recall.TOP_K)
+                     if not hit.standing] for a in asked]
+    assert len(asked) == len(tiny.questions) > 0 and all(a.candidates and len(a.ids) == len(a.candidates) for a in asked)
+    assert [recall.returned(a, learned.shipped(), floor)[0] for a in asked] == searched
+    assert any(searched) and any(a.relevant & set(ids) for a, ids in zip(asked, searched, strict=True))
+    for a in asked:
+        a.sample = "conv-26"  # a tune conversation, so the fit sees them
+    weights = recall.fit(asked)
+    assert weights.features == tuple(learned.FEATURES) and np.all(np.isfinite(weights.coefficients))
+    assert recall.figures(asked, weights, floor)["own"] == len(asked)
 
 
 def test_delete_all_is_timed_on_a_built_scope(config: Config, embedder, nlp, monkeypatch, tmp_path: Path):

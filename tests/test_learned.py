@@ -25,7 +25,8 @@ def candidate(**values: object) -> learned.Candidate:
     base: dict[str, object] = {
         "similarity": 0.5, "keyword": 0.0, "keyword_with_context": 0.0, "bm25": 0.0,
         "neighbour_similarity": 0.0, "neighbour_keyword": 0.0, "asks": False, "time_words": False,
-        "opens_with_name": False, "neighbour_opens_with_name": False, "fused_rank": 0, "query": learned.Query(4, False, False, frozenset()),
+        "opens_with_name": False, "neighbour_opens_with_name": False, "fused_score": 0.3, "entity_boost": 0.0,
+        "query": learned.Query(4, False, False, frozenset()), "scope": learned.Figures(0.5, 0.4, False, False, 50),
     }
     return learned.Candidate(**{**base, **values})  # type: ignore[arg-type]
 

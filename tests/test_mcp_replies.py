@@ -25,15 +25,18 @@ from store import records
 
 pytestmark = pytest.mark.anyio
 
-MAX_TOOL_LIST_CHARS = 7_700
+MAX_TOOL_LIST_CHARS = 7_850
 """Names, descriptions and input schemas of all tools, as compact JSON: what every conversation pays.
-The nine memory tools took 6,991; recall_for_prompt, for Claude Code's hooks, adds about 700."""
+The nine memory tools took 6,991; recall_for_prompt, for Claude Code's hooks, adds about 700, and
+add_memory's standing argument about 130."""
 MAX_CHARS_BEYOND_TEXT = 100
 """Per search result, what the text may add to the memory's own words."""
 MAX_SEARCH_JSON_CHARS_PER_RESULT = 160
 """A search's structured content as compact JSON (what Claude Code hands the model), per one-line memory."""
 MAX_ADD_JSON_CHARS = 150
 """An add of one one-line memory, likewise."""
+MAX_NAMED_JSON_CHARS = 100
+"""Per one-line older memory the add names as one it may update (``may_supersede``), likewise."""
 BRIEF_KEYS = {"id", "date", "text"}
 """What a memory's brief always says; anything more is set and not implied by the call."""
 
@@ -155,6 +158,25 @@ async def test_the_short_id_in_a_reply_is_accepted_by_every_tool_taking_an_id(cl
     assert (await text_of(client, "delete_all_memories", user_id="default"))[0] == "Deleted 0 memories."
 
 
+async def test_an_add_names_the_older_memories_it_may_update_in_both_answers(client: Client) -> None:
+    _, first = await text_of(client, "add_memory", text="I live in Paris")
+    [paris] = first["results"]
+    assert "may_supersede" not in paris  # nothing older: the key is absent, not empty
+    text, record = await text_of(client, "add_memory", text="I moved to Berlin")
+    [berlin] = record["results"]
+    assert berlin["may_supersede"] == [{"id": paris["id"], "text": "I live in Paris"}]
+    assert text.splitlines() == [f"Stored: {berlin['id']} {berlin['date']} I moved to Berlin",
+                                 f"  may update: {paris['id']} I live in Paris"]
+    unrelated, plain = await text_of(client, "add_memory", text="I am allergic to peanuts")
+    assert "may_supersede" not in plain["results"][0] and "may update" not in unrelated
+
+    cut = AddBrief.of([records.AddedMemory("ADD", memory(), may_supersede=[memory(id="note-0001")])],
+                      {"user_id": "ana"}, 9)
+    assert cut.model_dump(mode="json")["results"][0]["may_supersede"] == [
+        {"id": "note-0001", "text": "Ana likes", "truncated": True}]
+    assert replies.added_text(cut).splitlines()[1] == "  may update: note-0001 Ana likes | text cut; get_memory shows more"
+
+
 async def test_list_text_says_where_the_next_page_starts(client: Client) -> None:
     for n in range(3):
         await call(client, "add_memory", text=f"Reminder number {n} for the week")
@@ -261,7 +283,8 @@ async def test_structured_content_is_small_and_matches_each_declared_schema(clie
 
     for text in texts:
         added = await called("add_memory", text=text)
-        assert len(json.dumps(added, separators=(",", ":"))) <= MAX_ADD_JSON_CHARS, added
+        named = sum(len(result.get("may_supersede", [])) for result in added["results"])
+        assert len(json.dumps(added, separators=(",", ":"))) <= MAX_ADD_JSON_CHARS + named * MAX_NAMED_JSON_CHARS, added
     found = await called("search_memory", query="Where does Ana work?", threshold=0.0)
     assert len(found["results"]) == 3
     assert len(json.dumps(found, separators=(",", ":"))) <= 3 * MAX_SEARCH_JSON_CHARS_PER_RESULT, found

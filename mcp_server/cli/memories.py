@@ -53,10 +53,13 @@ def memory_command(show: Callable[[Any], None]) -> click.Command:
 @json_option("metadata", "A JSON object stored with the memory.")
 @click.option("--expiration-date",
               help="YYYY-MM-DD, today or later; the memory is hidden once this day has ended (UTC).")
+@click.option("--standing/--not-standing", default=None,
+              help="A preference that should shape every answer of its kind (a diet, an injury, a code-style "
+                   "rule, an editor): recalled with requests it bears on. Default: as the text reads.")
 @format_options
 @click.pass_obj
 def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | None, agent_id: str | None,
-        run_id: str | None, metadata: Any, expiration_date: str | None) -> None:
+        run_id: str | None, metadata: Any, expiration_date: str | None, standing: bool | None) -> None:
     """Remember TEXT ('-' reads it from stdin); prints the memory and whether it was new (ADD) or
     already stored (DUPLICATE).
 
@@ -77,7 +80,7 @@ def add(config: Config, text: str | None, file: BinaryIO | None, user_id: str | 
 
     with open_engine(config, create=True) as engine:
         added = engine.add(text, **default_scope(config, **command_ids), metadata=metadata,
-                           expiration_date=expiration_date)
+                           expiration_date=expiration_date, standing=standing)
     emit(AddOutput.of(added, NO_CAP), tables.added, items="results")
 
 

@@ -108,8 +108,13 @@ def search_results(output: SearchOutput, width: int) -> str:
 
 
 def added(output: AddOutput, width: int) -> str:
+    """The memories added, then the older ones they may make out of date, as the add_memory tool's
+    text names them (``trimem add`` stores one text, so they are that one's)."""
+    from mcp_server.replies import may_update_line  # the MCP types it imports load only for this table
+
     rows = [[a.event, *memory_cells(a.memory)] for a in output.results]
-    return table(("event", *MEMORY_HEADER), rows, width)
+    older = [note(may_update_line(m.id, m.text), width) for a in output.results for m in a.may_supersede]
+    return "\n".join([table(("event", *MEMORY_HEADER), rows, width), *older])
 
 
 def one_memory(memory: MemoryOut, width: int) -> str:

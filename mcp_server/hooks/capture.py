@@ -43,10 +43,11 @@ def worth_keeping(text: str, min_chars: int) -> bool:
 def capture(engine: Engine, config: Config, prompt: str, project: Project | None,
             scope: Mapping[str, str]) -> AddedMemory | None:
     """Store ``prompt``'s kept text in ``scope`` (its ``run_id`` the session) with its project
-    (name and path) and source as metadata; ``None`` when it is not worth keeping."""
+    (name and path) and source as metadata; ``None`` when it is not worth keeping. A prompt is a
+    request, never marked standing, even when it reads like a preference ("I always want tests")."""
     text = kept_text(prompt, config.hooks.redact_secrets)
     if not worth_keeping(text, config.hooks.capture_min_chars):
         return None
     metadata = {**(project.metadata() if project else {}), "source": SOURCE}
-    [added] = engine.add(text, **scope, metadata=metadata)
+    [added] = engine.add(text, **scope, metadata=metadata, standing=False)
     return added

@@ -46,6 +46,8 @@ def add_memory(
     run_id: RunId = None,
     metadata: Metadata = None,
     expiration_date: ExpirationDate = None,
+    standing: Annotated[bool | None, Field(description="true: shapes every answer of its kind (a diet, injury, "
+                                           "spelling, code style, editor).")] = None,
 ) -> Annotated[CallToolResult, AddBrief]:
     """Remember what the user shares that is worth recalling later: a preference, plan, person or
     decision, as one short fact that reads well on its own. A repeat returns the stored one.
@@ -56,7 +58,7 @@ def add_memory(
     content = text if text is not None else [m.model_dump(exclude_none=True) for m in messages]
     scope = default_scope(state.config, user_id, agent_id, run_id)
     added = AddBrief.of(
-        state.engine().add(content, **scope, metadata=metadata, expiration_date=expiration_date),
+        state.engine().add(content, **scope, metadata=metadata, expiration_date=expiration_date, standing=standing),
         scope, state.max_result_chars,
     )
     return reply(added, replies.added_text(added))

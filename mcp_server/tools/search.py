@@ -44,7 +44,7 @@ def search_memory(
     show_expired: ShowExpired = False,
 ) -> Annotated[CallToolResult, SearchBrief]:
     """Recall memories relevant to a question, best first. Call it before answering whenever earlier
-    conversations may matter. Scores run 0 to 1: above 0.5 is a strong match, below 0.2 loose.
+    conversations may matter. A score is the chance the memory answers: above 0.5 usually, below 0.1 rarely.
     """
     state = state_of(ctx)
     scope = default_scope(state.config, user_id, agent_id, run_id)

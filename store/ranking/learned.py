@@ -90,9 +90,29 @@ class Candidate:
     time_words: bool
     opens_with_name: bool
     neighbour_opens_with_name: bool
-    fused_rank: int
-    """Its place in the hand-set fusion's order, from 0."""
+    fused_score: float
+    """Its score under the hand-set fusion (a value, not its place in that order)."""
+    entity_boost: float
+    """Its entity boost: a rare name or code of the query it holds exactly ("A1B2") is worth most."""
     query: Query
+    scope: Figures
+    """What the scope holds for the query as a whole."""
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a query finds in the scope as a whole, the same for each of its candidates
+    (``store.ranking.relevance.Relevance`` holds them): a candidate that is the best of a scope
+    where nothing is close, or where the query's names are strangers, is less likely to answer."""
+
+    best_similarity: float
+    best_fused_score: float
+    known_name: bool
+    unknown_names: bool
+    memories: int
+    """How many memories the scope holds: a small store's best memory is far likelier to answer
+    than a long conversation's, where hundreds speak of the same things. (Not how many passed the
+    gate: one unrelated memory alone past it would look like a small store's only answer.)"""
 
 
 Feature = Callable[[Candidate], float]
@@ -105,18 +125,25 @@ SIGNAL_FEATURES: dict[str, Feature] = {
     "best neighbour's similarity": lambda c: c.neighbour_similarity,
     "best neighbour's keyword": lambda c: c.neighbour_keyword,
     "asks a question": lambda c: float(c.asks),
-    "1 / log2(2 + fused rank)": lambda c: 1.0 / math.log2(2 + c.fused_rank),
+    "hand-set fused score": lambda c: c.fused_score,
+    "entity boost": lambda c: c.entity_boost,
+    "the scope's best similarity": lambda c: c.scope.best_similarity,
+    "below the best similarity": lambda c: c.scope.best_similarity - c.similarity,
+    "below the best fused score": lambda c: c.scope.best_fused_score - c.fused_score,
+    "log2(1 + memories in scope)": lambda c: math.log2(1 + c.scope.memories),
+    "a name asked about is known": lambda c: float(c.scope.known_name),
+    "every name asked about is unknown": lambda c: float(c.scope.unknown_names),
     "query terms / 10": lambda c: c.query.term_count / 10,
     "similarity × asks when": lambda c: c.similarity * c.query.asks_when,
     "keyword × asks when": lambda c: c.keyword * c.query.asks_when,
     "similarity × asks who": lambda c: c.similarity * c.query.asks_who,
     "similarity × neighbour's": lambda c: c.similarity * c.neighbour_similarity,
 }
-"""What the engine's signals say of a candidate. The entity boost enters only through the
-candidate's place in the fused order, where the hand-set fusion counts it: LoCoMo's entities are
-mostly its two speakers, linked to most memories, so on it a model learns to count an entity match
-against a memory, and would then rank the memory that names a rare code or place exactly below
-others."""
+"""What the engine's signals say of a candidate, and what the scope holds for the query. No
+feature is a place in a list: a score must mean the same in a store of 3 as of 3,000. The entity
+boost is one: fitted on LoCoMo alone, whose entities are mostly its two speakers, a model learned
+to count an entity match against a memory and ranked a rare code or place matched exactly below
+others; fitted beside LongMemEval and small scopes, it counts for the memory."""
 TIME_WORD_FEATURES: dict[str, Feature] = {
     "time words": lambda c: float(c.time_words),
     "time words × asks when": lambda c: float(c.time_words and c.query.asks_when),
@@ -173,12 +200,12 @@ class Weights:
         neighbours decide (a copy stored beside another copy gains, a memory among others loses)."""
         return "similarity" in self.features and candidate.similarity > self.high[self.features.index("similarity")]
 
-    def rank(self, candidates: Sequence[Candidate], top_k: int) -> list[tuple[int, LearnedScore]]:
-        """The best ``top_k`` candidates, as their indices in ``candidates`` (the hand-set fusion's
-        order), each with its score and the features that made it: first those the query
-        ``restates``, in the hand-set order, then the rest by the model. A hit's score is the
-        model's probability, raised where needed to the best after it, so scores never rise down
-        the list."""
+    def rank(self, candidates: Sequence[Candidate], top_k: int, floor: float = 0.0) -> list[tuple[int, LearnedScore]]:
+        """The best ``top_k`` candidates whose score is at least ``floor``, as their indices in
+        ``candidates`` (the hand-set fusion's order), each with its score and the features that made
+        it: first those the query ``restates``, in the hand-set order, then the rest by the model.
+        A hit's score is the model's probability that it answers the query, raised where needed to
+        the best after it, so scores never rise down the list and the floor cuts a prefix."""
         values = self.read(candidates)
         pulls = self.pulls(values)
         logits = pulls.sum(axis=1) + self.intercept
@@ -186,7 +213,9 @@ class Weights:
         order = [*sorted(restated), *(int(i) for i in np.argsort(-logits, kind="stable") if i not in restated)]
         scores = np.maximum.accumulate([probability(float(logits[i])) for i in order][::-1])[::-1]
         ranked = []
-        for i, score in zip(order[:top_k], scores):
+        for i, score in zip(order[:top_k], scores, strict=False):
+            if score < floor and i not in restated:
+                break
             strongest = np.argsort(-np.abs(pulls[i]), kind="stable")[:SHOWN_PULLS]
             ranked.append((i, LearnedScore(
                 float(score), probability(float(logits[i])), float(logits[i]), self.intercept,

@@ -52,6 +52,9 @@ class Relevance:
     """A name the query mentions is known to the scope."""
     unknown_names: bool
     """The query (of more than one word) names things, and none of them is known to the scope."""
+    best_score: float | None = None
+    """Under learned fusion, which decides by it: the best memory's score, which must reach ``bar``
+    (``search.min_score``) for anything to be returned."""
 
 
 def judge(

@@ -30,11 +30,12 @@ from store.analysis.entities import TOPIC, normalize_entity
 from store.analysis.nlp import NLP
 from store.backend import Snapshot, to_memory
 from store.config import SearchConfig
-from store.filters import Filter
-from store.ranking import learned, relevance, scoring
+from store.filters import All, Filter
+from store.ranking import learned, relevance, scoring, standing
 from store.records import DroppedCandidate, EntityMatch, Explanation, QueryAnalysis, SearchHit
 from store.scope import Scope
 from store.sql.dialect import is_expired
+from store.sql.keywords import fold
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class PreparedQuery:
     entity_vectors: Future[np.ndarray]
     """The entities' embeddings, one row each: a name not seen before embeds on the side thread
     while the first signals read the store (``gather_signals`` asks for them last)."""
+    field_vectors: Future[np.ndarray] | None = None
+    """The embeddings of ``standing.FIELDS``, one a row (remembered after the first search), or
+    None when standing memories are not recalled (``SearchConfig.standing_recall``)."""
     names: frozenset[str] = frozenset()
     """The entities that name someone or something, as written with a capital (not a topic such
     as "support group", nor a lower-case word the tagger took for one): the relevance decision
@@ -140,12 +144,14 @@ def prepare(
                 named.add(entity.normalized)
         entities = entities[: scoring.MAX_QUERY_ENTITIES]
     entity_vectors = names.embed_on(side, entities)  # queued behind the query's embedding
+    field_vectors = names.embed_on(side, standing.FIELDS) if options.standing_recall else None
     return PreparedQuery(
         text=query,
         terms=analysis.lemmatized.split(),
         entities=entities,
         query_vector=query_vector,
         entity_vectors=entity_vectors,
+        field_vectors=field_vectors,
         names=frozenset(named.intersection(entities)),
     )
 
@@ -348,15 +354,22 @@ def names_closeness(
     snapshot: Snapshot, prepared: PreparedQuery, scope: Scope, found: Sequence[Sequence[tuple[int, str, float]]]
 ) -> dict[str, float]:
     """How well the scope knows each name the query mentions (``relevance``): 1.0 when a stored
-    entity holds all its words ("Atlas" in "Project Atlas"), else the similarity of the closest
-    (``found``: each query entity's nearest entities, ``Snapshot.knn_entities``). The store is asked
-    only about the names whose closest entity is not the name itself."""
+    entity holds all its words ("Atlas" in "Project Atlas") or its memories hold them all, as words
+    or the start of longer ones (the tagger took no entity from "my sister ana is a nurse", nor
+    "Postgres" from "PostgreSQL 16": ``Snapshot.words_written``), else the similarity of the
+    closest entity (``found``: each query entity's nearest entities, ``Snapshot.knn_entities``).
+    The store is asked only about the names whose closest entity is not the name itself."""
     closest = {entity: hits[0] if hits else None for entity, hits in zip(prepared.entities, found)
                if entity in prepared.names}
     asked = [name for name, hit in closest.items() if hit is None or normalize_entity(hit[1]) != name]
     holding = dict(zip(asked, snapshot.entities_holding(asked, scope)))
+    words = {name: [fold(word) for word in name.split()] for name in asked if not holding[name]}
+    unheld = list(dict.fromkeys(word for name_words in words.values() for word in name_words))
+    written = dict(zip(unheld, snapshot.words_written(unheld, scope)))
+    known = {name for name, hit in closest.items() if holding.get(name, True)}
+    known.update(name for name, name_words in words.items() if name_words and all(written[w] for w in name_words))
     return {
-        name: 1.0 if holding.get(name, True) else scoring.similarity_from_distance(hit[2]) if hit else 0.0
+        name: 1.0 if name in known else scoring.similarity_from_distance(hit[2]) if hit else 0.0
         for name, hit in closest.items()
     }
 
@@ -398,15 +411,14 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
         semantic, signals.bm25_raw, params, signals.boosts, request.threshold,
         learned.POOL if reorder else request.top_k, entity_active=signals.entity_active,
     )
-    decision = judge_relevance(semantic, signals.names, len(prepared.terms), request)
-    # Rows are read for what is returned: the ranked memories (for explain, also those withheld
-    # when the query has no answer), and for explain the dropped ones.
-    ranked = fusion.ranked if decision is None or decision.answerable or explain else []
-    learned_scores: dict[int, learned.LearnedScore] = {}
-    if reorder:
-        ranked, learned_scores = learned_order(snapshot, prepared, request, signals, semantic, params, ranked)
+    figures = relevance_figures(semantic, signals.names, len(prepared.terms), request)
+    ranking = order(snapshot, prepared, request, signals, semantic, fusion, figures)
+    ranked, learned_scores, decision, withheld_rowids = (
+        ranking.ranked if explain else ranking.returned, ranking.scores, ranking.decision, ranking.withheld)
+    asks_for_help = decision is not None and not figures.known_name  # a known name asks about it
+    bearing = standing_bearing(snapshot, prepared, request, ranking.returned_rowids) if asks_for_help else []
     shown = [rowid for rowid, _ in ranked] + ([rowid for rowid, _ in fusion.below_threshold] if explain else [])
-    rows = snapshot.memories_by_rowid(shown, request.scope)
+    rows = snapshot.memories_by_rowid([*shown, *bearing], request.scope)
     dropped: list[DroppedCandidate] = []
     if explain:
         dropped = [
@@ -426,9 +438,18 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
         )
         for rowid, breakdown in ranked
     ]
-    withheld: list[SearchHit] = []
-    if decision is not None and not decision.answerable:
-        hits, withheld = [], hits
+    held = set(withheld_rowids)
+    withheld = [hit for hit, (rowid, _) in zip(hits, ranked, strict=True) if rowid in held]
+    hits = [hit for hit, (rowid, _) in zip(hits, ranked, strict=True) if rowid not in held]
+    fused = dict(fusion.ranked)
+    preferences = [
+        SearchHit(memory=to_memory(rows[rowid]), standing=True, score=(
+            learned_scores[rowid].probability if rowid in learned_scores
+            else fused[rowid].final_score if rowid in fused and not reorder else 0.0))
+        for rowid in bearing
+    ]
+    strong = sum(hit.score >= standing.LIKELY for hit in hits)  # scores never rise down the list
+    hits = [*hits[:strong], *preferences, *hits[strong:]]
     analysis = QueryAnalysis(
         lemmatized_terms=prepared.terms,
         term_count=len(prepared.terms),
@@ -445,21 +466,68 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
     return Explanation(hits=hits, analysis=analysis, dropped=dropped, relevance=decision, withheld=withheld)
 
 
-def learned_order(
+@dataclass(frozen=True)
+class Ranking:
+    """The ranked memories (for explain, also those the decision withholds), their learned
+    scores, and the decision (None when the request is not judged)."""
+
+    ranked: list[tuple[int, scoring.ScoreBreakdown]]
+    scores: dict[int, learned.LearnedScore]
+    decision: relevance.Relevance | None
+    withheld: list[int]
+
+    @property
+    def returned(self) -> list[tuple[int, scoring.ScoreBreakdown]]:
+        held = set(self.withheld)
+        return [(rowid, breakdown) for rowid, breakdown in self.ranked if rowid not in held]
+
+    @property
+    def returned_rowids(self) -> list[int]:
+        return [rowid for rowid, _ in self.returned]
+
+
+def order(
+    snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, signals: Signals,
+    semantic: dict[int, float], fusion: scoring.Fusion[int], figures: relevance.Relevance,
+) -> Ranking:
+    """The fusion's order, or learned fusion's (``ranking = "learned"``), and what a judged request
+    withholds: under learned fusion every memory whose score is under ``search.min_score`` (so a
+    query nothing answers gets nothing), and everything when no memory is ``search.min_similarity``
+    similar and no name the query mentions is known (a word nothing stored is near, such as
+    "volcano", whose best memory in a small store the model still finds likely); under the
+    hand-set fusion everything when the query has no answer by the relevance floors (``figures``)."""
+    decision = figures if request.judged else None
+    if request.options.ranking != "learned":
+        withheld = [rowid for rowid, _ in fusion.ranked] if decision is not None and not decision.answerable else []
+        return Ranking(fusion.ranked, {}, decision, withheld)
+    candidates = describe(snapshot, prepared, request, signals, semantic, fusion.ranked, figures)
+    ranked, scores = learned_order(fusion.ranked, candidates, request.top_k)
+    if decision is None:
+        return Ranking(ranked, scores, None, [])
+    floor = request.options.min_score
+    near = figures.known_name or (figures.best_similarity or 0.0) >= request.options.min_similarity
+    kept = [rowid for rowid, _ in ranked if scores[rowid].score >= floor or scores[rowid].restates] if near else []
+    best = scores[ranked[0][0]].score if ranked else None
+    decision = relevance.Relevance(bool(kept), figures.best_similarity, floor, figures.names, figures.known_name,
+                                   figures.unknown_names, best)
+    return Ranking(ranked, scores, decision, [rowid for rowid, _ in ranked[len(kept):]])
+
+
+def describe(
     snapshot: Snapshot,
     prepared: PreparedQuery,
     request: SearchRequest,
     signals: Signals,
     semantic: dict[int, float],
-    params: scoring.SigmoidParams,
     ranked: list[tuple[int, scoring.ScoreBreakdown]],
-) -> tuple[list[tuple[int, scoring.ScoreBreakdown]], dict[int, learned.LearnedScore]]:
-    """The first ``top_k`` of ``ranked`` (the fusion's first ``learned.POOL``) in the order of the
-    learned model, and each one's learned score: the candidates described as
-    ``store.ranking.learned`` reads them, their neighbours' similarities read exactly where the
-    signals did not reach them."""
+    figures: relevance.Relevance,
+) -> list[learned.Candidate]:
+    """The hand-set fusion's first candidates (``ranked``, its first ``learned.POOL``) described as
+    ``store.ranking.learned`` reads them: their signals, their neighbours' similarities read exactly
+    where the signals did not reach them, and what the scope holds for the query (``figures``)."""
     if not ranked:
-        return [], {}
+        return []
+    params = scoring.bm25_params(len(prepared.terms))
     rowids = [rowid for rowid, _ in ranked]
     own = {rowid: scoring.normalize_bm25(raw, params) for rowid, raw in signals.keyword_hits.items() if raw > 0}
     adjacent, distances, asks, texts = snapshot.neighbourhood(
@@ -467,8 +535,10 @@ def learned_order(
     similarity = dict(semantic)
     similarity.update((rowid, scoring.similarity_from_distance(distance)) for rowid, distance in distances.items())
     query = learned.Query.of(prepared.text, len(prepared.terms), prepared.names)
+    scope = learned.Figures(figures.best_similarity or 0.0, ranked[0][1].final_score, figures.known_name,
+                            figures.unknown_names, snapshot.scope_count(request.scope))
     named = {rowid: learned.opens_with_name(text, query.names) for rowid, text in texts.items()}
-    candidates = [
+    return [
         learned.Candidate(
             similarity=semantic[rowid], keyword=own.get(rowid, 0.0), keyword_with_context=breakdown.bm25_score,
             bm25=signals.keyword_hits.get(rowid, 0.0),
@@ -476,23 +546,46 @@ def learned_order(
             neighbour_keyword=max((own.get(n, 0.0) for n in adjacent.get(rowid, ())), default=0.0),
             asks=rowid in asks, time_words=learned.places_in_time(texts.get(rowid, "")),
             opens_with_name=named.get(rowid, False),
-            neighbour_opens_with_name=any(named.get(n, False) for n in adjacent.get(rowid, ())), fused_rank=rank,
-            query=query,
+            neighbour_opens_with_name=any(named.get(n, False) for n in adjacent.get(rowid, ())),
+            fused_score=breakdown.final_score, entity_boost=breakdown.entity_boost, query=query, scope=scope,
         )
-        for rank, (rowid, breakdown) in enumerate(ranked)
+        for rowid, breakdown in ranked
     ]
-    order = learned.shipped().rank(candidates, request.top_k)
-    return [ranked[i] for i, _ in order], {ranked[i][0]: score for i, score in order}
 
 
-def judge_relevance(
+def learned_order(
+    ranked: list[tuple[int, scoring.ScoreBreakdown]], candidates: Sequence[learned.Candidate], top_k: int
+) -> tuple[list[tuple[int, scoring.ScoreBreakdown]], dict[int, learned.LearnedScore]]:
+    """The first ``top_k`` of ``ranked`` in the order of the learned model, and every candidate's
+    learned score (``candidates``: ``ranked`` as ``describe`` describes them)."""
+    order = learned.shipped().rank(candidates, len(candidates))
+    return [ranked[i] for i, _ in order[:top_k]], {ranked[i][0]: score for i, score in order}
+
+
+def standing_bearing(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, returned: Sequence[int]
+                     ) -> list[int]:
+    """The standing memories (``store.ranking.standing``) that bear on the query and are not
+    ``returned`` already: the closest to the query's field, within the scope and filters, at most
+    ``standing.MOST``. Nothing when the query lies in no field."""
+    if prepared.field_vectors is None:
+        return []
+    fields = prepared.field_vectors.result()
+    field = standing.field_of(prepared.embedding, fields)
+    if field is None:
+        return []
+    marked = standing.MARKED if request.filters is None else All((request.filters, standing.MARKED))
+    nearest = snapshot.knn_memories(fields[field], request.scope, standing.MOST, marked, request.live_on)
+    return [rowid for rowid, distance in nearest
+            if scoring.similarity_from_distance(distance) >= standing.MEMORY_FIELD_FLOOR and rowid not in returned]
+
+
+def relevance_figures(
     semantic: Mapping[int, float], names: Mapping[str, float], words: int, request: SearchRequest
-) -> relevance.Relevance | None:
-    """Whether the query has an answer in the scope (``store.ranking.relevance``), from the best
-    similarity among the candidates (the nearest memory is always one) and the query's names;
-    ``None`` when the request is not judged (``SearchRequest.judged``)."""
-    if not request.judged:
-        return None
+) -> relevance.Relevance:
+    """What the scope holds for the query (``store.ranking.relevance``): the best similarity among
+    the candidates (the nearest memory is always one) and the query's names, and the hand-set
+    fusion's decision from them, which ``run`` keeps when the request is judged
+    (``SearchRequest.judged``) and learned fusion does not decide itself."""
     options = request.options
     best = max(semantic.values(), default=None)
     return relevance.judge(best, names, words, options.relevance_floor, options.relevance_floor_unknown_names)

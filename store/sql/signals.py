@@ -15,6 +15,10 @@ from .dialect import Sql
 from .keywords import Posting, best_by_postings, bounded_postings, query_terms
 from .statements import Statements
 
+PREFIX_LENGTH = 4
+"""A word this long or longer also counts as written when a longer word starts with it (``words_written``):
+shorter ones would reach unrelated words ("ana" in "analysis")."""
+
 
 class UserPostings(NamedTuple):
     """What the keyword signal over a user's whole scope reads first: the user's N and total
@@ -116,6 +120,25 @@ class SignalReads(Statements):
             return "FALSE", []
         user, params = self.dialect.scope_sql(Scope(user_id), "e")
         return self.expired_probe.format(user=user, expired=self.dialect.expired_sql("e")), [*params, on]
+
+    def words_written(self, words: Sequence[str], scope: Scope) -> list[bool]:
+        """For each of the folded ``words``, whether a memory of the scope holds it, or (a word of
+        ``PREFIX_LENGTH`` letters or more) a longer word that starts with it ("postgres" in
+        "postgresql"): read from the keyword index, one statement, a column a word."""
+        if not words:
+            return []
+        user = f"p.user_id = {self.dialect.placeholder} AND " if scope.user_id else ""
+        narrower = {key: value for key, value in scope.named().items() if key != "user_id"}
+        within, within_params = self.dialect.scope_sql(Scope(**narrower), "m") if narrower else ("", [])
+        memory = f" AND EXISTS (SELECT 1 FROM memories m WHERE m.rowid = p.memory_rowid AND {within})" if within else ""
+        columns, params = [], []
+        for word in words:
+            low, high = word, word if len(word) < PREFIX_LENGTH else word[:-1] + chr(ord(word[-1]) + 1)
+            bound = "p.term = {0}" if low == high else "p.term >= {0} AND p.term < {0}"
+            columns.append(f"EXISTS (SELECT 1 FROM memory_terms p WHERE {user}"
+                           f"{bound.format(self.dialect.placeholder)}{memory})")
+            params += [*([scope.user_id] if user else []), *([low] if low == high else [low, high]), *within_params]
+        return [bool(held) for held in self.row(f"SELECT {', '.join(columns)}", params) or ()]
 
     def scope_count(self, scope: Scope) -> int:
         where, params = self.dialect.scope_sql(scope)
