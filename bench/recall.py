@@ -38,7 +38,7 @@ from bench import everyday, locomo, metrics, quality, report
 from store import Engine, MemoryInput, load_config
 from store.analysis.embeddings import open_embedder
 from store.analysis.nlp import NLP
-from store.ranking import learned, retrieval, standing
+from store.ranking import learned, relevance, retrieval, standing
 
 TOP_K = 20
 LONGMEMEVAL = locomo.DEFAULT_PATH.with_name("longmemeval-dev.json")
@@ -90,7 +90,7 @@ class Asked:
         return np.array([memory_id in self.relevant for memory_id in self.ids], dtype=np.int8)
 
 
-MIN_SIMILARITY = load_config(environ={}).search.min_similarity
+SEARCH = load_config(environ={}).search
 
 
 def returned(asked: Asked, weights: learned.Weights, floor: float) -> tuple[list[str], list[float]]:
@@ -98,7 +98,7 @@ def returned(asked: Asked, weights: learned.Weights, floor: float) -> tuple[list
     cuts it, with the standing memories search brought placed as ``retrieval.run`` places them."""
     order = weights.rank(asked.candidates, TOP_K) if asked.candidates else []
     scope = asked.candidates[0].scope if asked.candidates else None
-    near = scope is not None and (scope.known_name or scope.best_similarity >= MIN_SIMILARITY)
+    near = scope is not None and (scope.known_name or relevance.near(scope.best_similarity, scope.unknown_names, SEARCH))
     kept = [(asked.ids[i], score.score) for i, score in order if near and (score.score >= floor or score.restates)]
     strong = sum(score >= standing.LIKELY for _, score in kept)
     kept[strong:strong] = [(memory_id, 0.0) for memory_id in asked.standing if memory_id not in dict(kept)]
@@ -186,41 +186,39 @@ def collect(cache: Path, progress: Callable[[str], None]) -> list[Asked]:
     return everything
 
 
-SMALL_SCOPE = 20
-"""Memories in a small scope drawn from a sample (``small_scopes``)."""
-SMALL_SCOPE_QUESTIONS = 4
-"""Questions a small scope drawn from LoCoMo answers."""
+SMALL_SCOPES = (3, 8, 20)
+"""The sizes of the small scopes drawn from a sample (``small_scopes``), in turn: a new user's store
+holds a few memories, and the first of them has no neighbour."""
 
 
 def small_scopes(engine: Engine, set_name: str, samples: Sequence[locomo.Sample], mapping: dict[str, dict[str, str]]
                  ) -> list[Asked]:
-    """Scopes of ``SMALL_SCOPE`` memories drawn from each sample, as a new user's store is small: the
-    evidence of a few of its questions and other memories of it picked at random (seeded), each
-    asked those questions and, as foreign ones, as many of the next sample's. A model fitted on
-    whole conversations alone learns their odds (two memories in hundreds answer) and scores the
-    right memory of a small store as unlikely."""
+    """Scopes of a few memories (``SMALL_SCOPES``) drawn from each sample, as a new user's store is
+    small: the evidence of one of its questions and other memories of it picked at random
+    (seeded), each asked that question and, as a foreign one, one of the next sample's. A model
+    fitted on whole conversations alone learns their odds (two memories in hundreds answer) and
+    scores the right memory of a small store as unlikely."""
     rng = np.random.default_rng(7)
     asked = []
     for number, sample in enumerate(samples):
         other = samples[(number + 1) % len(samples)]
-        step = SMALL_SCOPE_QUESTIONS if set_name.startswith("LoCoMo") else 1
-        for k, start in enumerate(range(0, len(sample.questions), step)):
-            questions = sample.questions[start:start + step]
-            wanted = {key for question in questions for key in question.evidence}
-            if len(wanted) > SMALL_SCOPE // 2:
+        for k, question in enumerate(sample.questions):
+            size = SMALL_SCOPES[k % len(SMALL_SCOPES)]
+            wanted = set(question.evidence)
+            if len(wanted) >= size:
                 continue
             others = [m.key for m in sample.memories if m.key not in wanted]
-            picked = set(rng.choice(len(others), size=min(SMALL_SCOPE - len(wanted), len(others)), replace=False))
+            picked = rng.choice(len(others), size=min(size - len(wanted), len(others)), replace=False)
             keys = wanted | {others[i] for i in picked}
             memories = [m for m in sample.memories if m.key in keys]
-            scope = f"{sample.sample_id}~{k}"
+            scope = f"{sample.sample_id}~{size}~{k}"
             added = engine.add_many([MemoryInput(m.text) for m in memories], user_id=scope)
             ids = {m.key: result.memory.id for m, result in zip(memories, added, strict=True)}
-            for question in questions:
-                asked.append(Asked(f"{set_name}, small", scope, question.text, question.category, False,
-                                   frozenset(ids[key] for key in question.evidence), origin=sample.sample_id))
-            for question in other.questions[start % max(len(other.questions), 1):][:step]:
-                asked.append(Asked(f"{set_name}, small", scope, question.text, question.category, True, frozenset(),
+            asked.append(Asked(f"{set_name}, small", scope, question.text, question.category, False,
+                               frozenset(ids[key] for key in question.evidence), origin=sample.sample_id))
+            if other.questions:
+                foreign = other.questions[k % len(other.questions)]
+                asked.append(Asked(f"{set_name}, small", scope, foreign.text, foreign.category, True, frozenset(),
                                    origin=sample.sample_id))
             mapping[scope] = ids
     for each in asked:
@@ -386,9 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     asked = pickle.loads(cache.read_bytes()) if args.reuse and cache.exists() else collect(cache, progress)
-    weights = learned.shipped()
+    weights = fit(asked) if args.write_weights else learned.shipped()
     if args.write_weights:
-        weights = fit(asked)
         learned.WEIGHTS.write_text(weights.to_json("tune parts of LoCoMo turns and facts and LongMemEval"),
                                    encoding="utf-8")
     floor = load_config(environ={}).search.min_score if args.floor is None else args.floor

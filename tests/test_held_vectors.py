@@ -50,7 +50,8 @@ def heavy(engine: Engine) -> Engine:
     engine.add_many([MemoryInput(text) for text in ANN], user_id="ann")
     engine.add_many([MemoryInput(text) for text in AIDE], user_id="ann", agent_id="aide")
     engine.add_many([MemoryInput(text) for text in RUN], user_id="ann", run_id="r1")
-    engine.add("Ann's coupon for the harbour restaurant", user_id="ann", expiration_date=TODAY.isoformat())
+    engine.add_many([MemoryInput("Ann's coupon for the harbour restaurant")], user_id="ann",
+                    expiration_date=TODAY.isoformat())  # add_many: an add reads its nearest memories, as a search
     engine.add_many([MemoryInput("Bo walks to the harbour restaurant every day"), MemoryInput("Bo plays cello")],
                     user_id="bo")
     return engine

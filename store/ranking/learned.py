@@ -125,7 +125,6 @@ SIGNAL_FEATURES: dict[str, Feature] = {
     "best neighbour's similarity": lambda c: c.neighbour_similarity,
     "best neighbour's keyword": lambda c: c.neighbour_keyword,
     "asks a question": lambda c: float(c.asks),
-    "hand-set fused score": lambda c: c.fused_score,
     "entity boost": lambda c: c.entity_boost,
     "the scope's best similarity": lambda c: c.scope.best_similarity,
     "below the best similarity": lambda c: c.scope.best_similarity - c.similarity,
@@ -134,7 +133,6 @@ SIGNAL_FEATURES: dict[str, Feature] = {
     "a name asked about is known": lambda c: float(c.scope.known_name),
     "every name asked about is unknown": lambda c: float(c.scope.unknown_names),
     "query terms / 10": lambda c: c.query.term_count / 10,
-    "similarity × asks when": lambda c: c.similarity * c.query.asks_when,
     "keyword × asks when": lambda c: c.keyword * c.query.asks_when,
     "similarity × asks who": lambda c: c.similarity * c.query.asks_who,
     "similarity × neighbour's": lambda c: c.similarity * c.neighbour_similarity,
@@ -237,7 +235,7 @@ def shipped() -> Weights:
     """The weights in ``WEIGHTS``, checked against ``FEATURES``."""
     stored = json.loads(WEIGHTS.read_text(encoding="utf-8"))
     if stored["features"] != list(FEATURES):
-        raise ValueError(f"{WEIGHTS.name} was fitted for other features; run `python -m bench learned --write-weights`")
+        raise ValueError(f"{WEIGHTS.name} was fitted for other features; run `python -m bench recall --write-weights`")
     return Weights(tuple(stored["features"]), *(np.array(stored[key]) for key in ("low", "high", "mean", "scale",
                    "coefficients")), float(stored["intercept"]))
 

@@ -492,9 +492,9 @@ def order(
 ) -> Ranking:
     """The fusion's order, or learned fusion's (``ranking = "learned"``), and what a judged request
     withholds: under learned fusion every memory whose score is under ``search.min_score`` (so a
-    query nothing answers gets nothing), and everything when no memory is ``search.min_similarity``
-    similar and no name the query mentions is known (a word nothing stored is near, such as
-    "volcano", whose best memory in a small store the model still finds likely); under the
+    query nothing answers gets nothing), and everything when no name the query mentions is known
+    and no memory is near enough in meaning (``relevance.near``: a word nothing stored is near,
+    such as "volcano", whose best memory in a small store the model still finds likely); under the
     hand-set fusion everything when the query has no answer by the relevance floors (``figures``)."""
     decision = figures if request.judged else None
     if request.options.ranking != "learned":
@@ -505,7 +505,7 @@ def order(
     if decision is None:
         return Ranking(ranked, scores, None, [])
     floor = request.options.min_score
-    near = figures.known_name or (figures.best_similarity or 0.0) >= request.options.min_similarity
+    near = figures.known_name or relevance.near(figures.best_similarity, figures.unknown_names, request.options)
     kept = [rowid for rowid, _ in ranked if scores[rowid].score >= floor or scores[rowid].restates] if near else []
     best = scores[ranked[0][0]].score if ranked else None
     decision = relevance.Relevance(bool(kept), figures.best_similarity, floor, figures.names, figures.known_name,
