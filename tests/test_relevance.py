@@ -105,7 +105,7 @@ def test_mem0_ranking_a_callers_threshold_and_the_switch_keep_the_top_k(everyday
 
 def test_the_floors_are_settings(everyday: Engine) -> None:
     assert everyday.search("Tokyo trip", user_id="ana") == []
-    with with_search(everyday, min_score=0.0, min_similarity=0.0) as lenient:
+    with with_search(everyday, min_score=0.0, min_similarity=0.0, relevance_floor_unknown_names=0.0) as lenient:
         assert lenient.search("Tokyo trip", user_id="ana") != []
     with with_search(everyday, min_score=0.99) as strict:
         assert strict.search("what car do I drive", user_id="ana") == []

@@ -1,14 +1,16 @@
 """Learned fusion (``ranking = "learned"``, the default): a logistic regression reorders the
-hand-set fusion's first ``POOL`` candidates.
+hand-set fusion's first ``POOL`` candidates and scores each with the probability that it answers
+the query.
 
-Each candidate is described by what the hand-set fusion already computes (its place in the fused
-order, its similarity and keyword scores, raw BM25), by its neighbours in the scope, whether it
-asks, the query's length and kind, whether words in it place it in time (``places_in_time``) and
-whether it or a neighbour opens with a name the query names (``opens_with_name``). The
-weights (``learned.json`` beside this module: each feature's fitted range, mean, scale and
-coefficient) are fitted by ``python -m bench learned --write-weights`` on the tune conversations
-of both shapes of memory;
-``bench/learned.py`` says how, and docs/benchmarks.md what they gain and cost. Pure arithmetic:
+Each candidate is described by what the hand-set fusion already computes (its similarity, keyword
+scores, raw BM25 and entity boost, and how far below the query's best it lies), by its neighbours
+in the scope, whether it asks, the query's length and kind, whether words in it place it in time
+(``places_in_time``), whether it or a neighbour opens with a name the query names
+(``opens_with_name``), and what the scope holds for the query (``Figures``). The weights
+(``learned.json`` beside this module: each feature's fitted range, mean, scale and coefficient)
+are fitted by ``python -m bench recall --write-weights`` on the tune parts of LoCoMo and
+LongMemEval, whole and in small scopes, and calibrated there; ``bench/recall.py`` says how, and
+docs/benchmarks.md what they find and how well the scores are calibrated. Pure arithmetic:
 ``store.ranking.retrieval`` gathers the values.
 """
 
