@@ -98,7 +98,8 @@ def returned(asked: Asked, weights: learned.Weights, floor: float) -> tuple[list
     cuts it, with the standing memories search brought placed as ``retrieval.run`` places them."""
     order = weights.rank(asked.candidates, TOP_K) if asked.candidates else []
     scope = asked.candidates[0].scope if asked.candidates else None
-    near = scope is not None and (scope.known_name or relevance.near(scope.best_similarity, scope.unknown_names, SEARCH))
+    near = scope is not None and (scope.known_name or relevance.near(
+        scope.best_similarity, scope.unknown_names, SEARCH.min_similarity, SEARCH.relevance_floor_unknown_names))
     kept = [(asked.ids[i], score.score) for i, score in order if near and (score.score >= floor or score.restates)]
     strong = sum(score >= standing.LIKELY for _, score in kept)
     kept[strong:strong] = [(memory_id, 0.0) for memory_id in asked.standing if memory_id not in dict(kept)]

@@ -131,7 +131,7 @@ def test_a_search_with_no_relevant_memory_says_so_and_shows_why(page: Any, engin
     page.wait_for_function("() => document.querySelector('details.analysis').open")
     shown = page.inner_text("details.analysis")
     assert "nothing relevant (best score" in shown and "names: john" in shown
-    withheld = page.eval_on_selector_all("ol.withheld li.hit", "items => items.map(item => item.dataset.id)")
+    withheld = page.eval_on_selector_all("ol.withheld li.withheld", "items => items.map(item => item.dataset.id)")
     assert withheld == [hit.memory.id for hit in explanation.withheld]
 
 

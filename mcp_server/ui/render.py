@@ -216,9 +216,9 @@ def analysis(explanation: Explanation) -> str:
     dropped_part = f'<h3>Dropped ({len(explanation.dropped)})</h3><ul class="dropped">{dropped}</ul>' if dropped else ""
     if explanation.relevance is not None:
         facts.append(("relevance", escape(relevance_line(explanation.relevance).removeprefix("relevance: "))))
-    withheld = "".join(hit_item(hit) for hit in explanation.withheld)
+    withheld = "".join(hit_item(hit, "withheld") for hit in explanation.withheld)
     withheld_part = (
-        f'<h3>Withheld ({len(explanation.withheld)}): the closest memories, none close enough</h3>'
+        f'<h3>Withheld ({len(explanation.withheld)}): the closest memories scored under the bar</h3>'
         f'<ol class="hits withheld">{withheld}</ol>' if withheld else ""
     )
     return (
@@ -227,10 +227,11 @@ def analysis(explanation: Explanation) -> str:
     )
 
 
-def hit_item(hit: SearchHit) -> str:
-    """One ranked memory: its score with the signals' bars, its text, its line and its score parts."""
+def hit_item(hit: SearchHit, kind: str = "hit") -> str:
+    """One ranked memory: its score with the signals' bars, its text, its line and its score parts;
+    ``kind`` "withheld" for one the decision kept back (shown in the explanation, not a result)."""
     return (
-        f'<li class="hit memory"{attrs(data_id=hit.memory.id)}>'
+        f'<li class="{kind} memory"{attrs(data_id=hit.memory.id)}>'
         f'<div class="score"><b>{hit.score:.3f}</b>{bars(hit)}</div>'
         f'<p class="text">{isolated(hit.memory.text)}</p>{memory_line(hit.memory)}{hit_details(hit)}</li>'
     )

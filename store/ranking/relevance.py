@@ -28,10 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from store.config import SearchConfig
 
 KNOWN_NAME_SIMILARITY = 0.75
 """A query name whose closest stored entity is at least this similar is known to the scope
@@ -78,10 +74,10 @@ def judge(
     return Relevance(answerable, best_similarity, bar, dict(names), known, unknown)
 
 
-def near(best_similarity: float | None, unknown_names: bool, options: SearchConfig) -> bool:
+def near(best_similarity: float | None, unknown_names: bool, floor: float, unknown_names_floor: float) -> bool:
     """Under learned fusion, for a query that mentions no name the scope knows: whether some memory
-    is near enough in meaning for the model's scores to count, at least ``min_similarity``, and,
-    when every name the query mentions is a stranger here, ``relevance_floor_unknown_names``
-    ("Where does Marco work?" asked of Ines's memories about her work)."""
-    bar = max(options.min_similarity, options.relevance_floor_unknown_names) if unknown_names else options.min_similarity
+    is near enough in meaning for the model's scores to count, at least ``floor``
+    (``search.min_similarity``), and, when every name the query mentions is a stranger here,
+    ``unknown_names_floor`` ("Where does Marco work?" asked of Ines's memories about her work)."""
+    bar = max(floor, unknown_names_floor) if unknown_names else floor
     return best_similarity is not None and best_similarity >= bar

@@ -505,7 +505,9 @@ def order(
     if decision is None:
         return Ranking(ranked, scores, None, [])
     floor = request.options.min_score
-    near = figures.known_name or relevance.near(figures.best_similarity, figures.unknown_names, request.options)
+    options = request.options
+    near = figures.known_name or relevance.near(figures.best_similarity, figures.unknown_names,
+                                                options.min_similarity, options.relevance_floor_unknown_names)
     kept = [rowid for rowid, _ in ranked if scores[rowid].score >= floor or scores[rowid].restates] if near else []
     best = scores[ranked[0][0]].score if ranked else None
     decision = relevance.Relevance(bool(kept), figures.best_similarity, floor, figures.names, figures.known_name,
