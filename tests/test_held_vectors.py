@@ -5,7 +5,6 @@ real memories make a heavy user."""
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from collections.abc import Callable, Iterator
 
@@ -16,14 +15,13 @@ from sqlite_files import execute
 from test_keyword_user_scope import ANN as HARBOUR  # pytest puts tests/ on sys.path (prepend import mode)
 from test_keyword_user_scope import LATER
 
-from store import Config, Engine, MemoryInput
+from store import Config, Engine, MemoryInput, clock
 from store.scope import Scope
 from store.sqlite import held_vectors
 from store.sqlite.backend import SQLiteBackend
 
 pytestmark = pytest.mark.only_on("sqlite")
 
-TODAY = dt.datetime.now(dt.UTC).date()
 HELD_FROM = 12
 ANN = [
     *HARBOUR,
@@ -51,7 +49,7 @@ def heavy(engine: Engine) -> Engine:
     engine.add_many([MemoryInput(text) for text in AIDE], user_id="ann", agent_id="aide")
     engine.add_many([MemoryInput(text) for text in RUN], user_id="ann", run_id="r1")
     engine.add_many([MemoryInput("Ann's coupon for the harbour restaurant")], user_id="ann",
-                    expiration_date=TODAY.isoformat())  # add_many: an add reads its nearest memories, as a search
+                    expiration_date=clock.today())  # add_many: an add reads its nearest memories, as a search
     engine.add_many([MemoryInput("Bo walks to the harbour restaurant every day"), MemoryInput("Bo plays cello")],
                     user_id="bo")
     return engine
