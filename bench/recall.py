@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import pickle
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -101,8 +102,9 @@ def returned(asked: Asked, weights: learned.Weights, floor: float) -> tuple[list
     near = scope is not None and (scope.known_name or relevance.near(
         scope.best_similarity, scope.unknown_names, SEARCH.min_similarity, SEARCH.relevance_floor_unknown_names))
     kept = [(asked.ids[i], score.score) for i, score in order if near and (score.score >= floor or score.restates)]
-    strong = sum(score >= standing.LIKELY for _, score in kept)
-    kept[strong:strong] = [(memory_id, 0.0) for memory_id in asked.standing if memory_id not in dict(kept)]
+    preferences = [(memory_id, 0.0) for memory_id in asked.standing if memory_id not in dict(kept)]
+    after = standing.placed([score for _, score in kept], len(preferences))
+    kept[after:after] = preferences
     return [memory_id for memory_id, _ in kept], [score for _, score in kept]
 
 
@@ -161,18 +163,19 @@ def collect(cache: Path, progress: Callable[[str], None]) -> list[Asked]:
     longmemeval = locomo.load(LONGMEMEVAL, set(LONGMEMEVAL_CATEGORIES))
     abstention = locomo.load(LONGMEMEVAL_ABSTENTION, set(LONGMEMEVAL_CATEGORIES))
     jobs = [
-        ("LoCoMo turns", report.RESULTS / "locomo.db", locomo.load(shape="turns"), None),
-        ("LoCoMo facts", report.RESULTS / "locomo-facts.db", locomo.load(shape="facts"), None),
-        ("LongMemEval", report.RESULTS / "longmemeval.db", longmemeval + abstention, longmemeval),
+        ("LoCoMo turns", report.RESULTS / "locomo.db", locomo.load(shape="turns"), False),
+        ("LoCoMo facts", report.RESULTS / "locomo-facts.db", locomo.load(shape="facts"), False),
+        ("LongMemEval", report.RESULTS / "longmemeval.db", longmemeval + abstention, True),
     ]
-    for name, path, samples, answered in jobs:
+    for name, path, samples, abstains in jobs:
         progress(f"{name}: storing")
         mapping = loaded(config, embedder, nlp, path, samples)
         progress(f"{name}: asking")
         with Engine(config.using(str(path)), embedder=embedder, nlp=nlp) as engine:
             asked = ask_all(engine, name, [s for s in samples if s.questions], mapping)
+            abstaining = abstention_questions() if abstains else {}
             for sample in samples:
-                for question in abstention_questions(sample) if answered is not None else ():
+                for question in abstaining.get(sample.sample_id, ()):
                     asked.append(Asked(name, sample.sample_id, question.text, question.category, True, frozenset(),
                                        abstention=True))
                     search(engine, asked[-1])
@@ -181,7 +184,7 @@ def collect(cache: Path, progress: Callable[[str], None]) -> list[Asked]:
                 asked += small_scopes(engine, name, [s for s in samples if s.questions], mapping)
         if name == "LongMemEval":
             for each in asked:
-                each.sessions = sessions_of(each, samples, mapping)
+                each.sessions = sessions_of(each, mapping)
         everything += asked
     cache.write_bytes(pickle.dumps(everything))
     return everything
@@ -227,17 +230,14 @@ def small_scopes(engine: Engine, set_name: str, samples: Sequence[locomo.Sample]
     return asked
 
 
-def abstention_questions(sample: locomo.Sample) -> list[locomo.Question]:
-    """An abstention sample's question (kept out of ``Sample.questions``: it has no evidence)."""
-    import json
-
-    for raw in json.loads(LONGMEMEVAL_ABSTENTION.read_text(encoding="utf-8")):
-        if raw["sample_id"] == sample.sample_id:
-            return [locomo.Question(qa["question"], qa["category"], ()) for qa in raw["qa"]]
-    return []
+def abstention_questions() -> dict[str, list[locomo.Question]]:
+    """Each abstention sample's questions, by sample (kept out of ``Sample.questions``: they have
+    no evidence)."""
+    return {raw["sample_id"]: [locomo.Question(qa["question"], qa["category"], ()) for qa in raw["qa"]]
+            for raw in json.loads(LONGMEMEVAL_ABSTENTION.read_text(encoding="utf-8"))}
 
 
-def sessions_of(asked: Asked, samples: Sequence[locomo.Sample], mapping: dict[str, dict[str, str]]) -> dict[str, int]:
+def sessions_of(asked: Asked, mapping: dict[str, dict[str, str]]) -> dict[str, int]:
     """Each memory id of the scope's session number (its key ``D<session>:<turn>``)."""
     return {memory_id: int(key[1:].split(":")[0]) for key, memory_id in mapping[asked.sample].items()}
 

@@ -211,16 +211,22 @@ class Weights:
         logits = pulls.sum(axis=1) + self.intercept
         restated = {i for i, candidate in enumerate(candidates) if self.restates(candidate)}
         order = [*sorted(restated), *(int(i) for i in np.argsort(-logits, kind="stable") if i not in restated)]
-        scores = np.maximum.accumulate([probability(float(logits[i])) for i in order][::-1])[::-1]
+        probabilities = [probability(logit) for logit in logits.tolist()]
+        scores = np.maximum.accumulate([probabilities[i] for i in order][::-1])[::-1].tolist()
+        # The strongest pulls of every candidate at once: a loop over a hundred candidates costs more
+        # than the search's keyword read.
+        strongest = np.argsort(-np.abs(pulls), axis=1, kind="stable")[:, :SHOWN_PULLS]
+        shown_values = np.take_along_axis(values, strongest, axis=1).tolist()
+        shown_pulls = np.take_along_axis(pulls, strongest, axis=1).tolist()
+        others = (pulls.sum(axis=1) - np.take_along_axis(pulls, strongest, axis=1).sum(axis=1)).tolist()
         ranked = []
         for i, score in zip(order[:top_k], scores, strict=False):
             if score < floor and i not in restated:
                 break
-            strongest = np.argsort(-np.abs(pulls[i]), kind="stable")[:SHOWN_PULLS]
+            pulled = zip(strongest[i].tolist(), shown_values[i], shown_pulls[i], strict=True)
             ranked.append((i, LearnedScore(
-                float(score), probability(float(logits[i])), float(logits[i]), self.intercept,
-                tuple(Pull(self.features[f], float(values[i, f]), float(pulls[i, f])) for f in strongest),
-                float(pulls[i].sum() - pulls[i, strongest].sum()), i in restated,
+                score, probabilities[i], float(logits[i]), self.intercept,
+                tuple(Pull(self.features[f], value, pull) for f, value, pull in pulled), others[i], i in restated,
             )))
         return ranked
 

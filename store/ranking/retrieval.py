@@ -448,8 +448,8 @@ def run(snapshot: Snapshot, prepared: PreparedQuery, request: SearchRequest, exp
             else fused[rowid].final_score if rowid in fused and not reorder else 0.0))
         for rowid in bearing
     ]
-    strong = sum(hit.score >= standing.LIKELY for hit in hits)  # scores never rise down the list
-    hits = [*hits[:strong], *preferences, *hits[strong:]]
+    after = standing.placed([hit.score for hit in hits], len(preferences))
+    hits = [*hits[:after], *preferences, *hits[after:]]
     analysis = QueryAnalysis(
         lemmatized_terms=prepared.terms,
         term_count=len(prepared.terms),

@@ -20,7 +20,7 @@ Pure arithmetic and one regular expression: retrieval reads the vectors.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,11 +68,6 @@ def reads_as_standing(text: str) -> bool:
     return FIRST_PERSON.search(text) is not None and STATES_A_STANDING.search(text) is not None
 
 
-def is_marked(metadata: Mapping[str, Any] | None) -> bool:
-    """Whether a memory's metadata marks it standing."""
-    return bool(metadata) and metadata.get(KEY) is True  # type: ignore[union-attr]
-
-
 def mark(text: str, metadata: Mapping[str, Any] | None, standing: bool | None) -> Mapping[str, Any] | None:
     """``metadata`` with ``KEY`` set as ``standing`` says (``None``: as ``reads_as_standing`` finds
     ``text``); unchanged when the metadata says so itself (or is no mapping, which validation
@@ -82,6 +77,12 @@ def mark(text: str, metadata: Mapping[str, Any] | None, standing: bool | None) -
     if standing if standing is not None else reads_as_standing(text):
         return {**(metadata or {}), KEY: True}
     return metadata
+
+
+def placed(scores: Sequence[float], preferences: int) -> int:
+    """Where the standing memories a request brings go among the ``scores`` returned (never rising
+    down the list): after every memory scored at least ``LIKELY``, before the rest."""
+    return sum(score >= LIKELY for score in scores) if preferences else 0
 
 
 def field_of(query: np.ndarray, fields: np.ndarray) -> int | None:
