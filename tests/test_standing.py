@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from store import Engine
-from store.ranking import standing
+from store.ranking import retrieval, standing
 
 PREFERENCES = [
     "I have been vegan since 2019",
@@ -79,6 +79,28 @@ def test_a_name_is_known_by_the_words_of_the_scope(engine: Engine) -> None:
     assert engine.explain("which Postgres version runs in production?", user_id="a").relevance.names == {"postgres": 1.0}
     # another user's words never make a name known here
     assert engine.explain("Does Ana work at night?", user_id="b").relevance.names["ana"] < 1.0
+
+
+def test_a_name_is_known_by_its_short_form_either_way(engine: Engine) -> None:
+    engine.add("My sister Mel loves painting", user_id="a")
+    engine.add("Melanie Brooks runs the bakery on Elm Street", user_id="b")
+    asked = engine.explain("What does Melanie paint?", user_id="a")
+    assert asked.relevance.names == {"melanie": 1.0}
+    assert [hit.memory.text for hit in asked.hits] == ["My sister Mel loves painting"]
+    assert engine.explain("Does Mel bake?", user_id="b").relevance.names == {"mel": 1.0}
+    # a place that starts like the name is no short form of it: "Mel" is a third of "Melbourne"
+    melbourne = engine.explain("What does Melbourne look like?", user_id="a")
+    assert melbourne.relevance.names["melbourne"] < 1.0 and not melbourne.hits
+
+
+def test_short_forms() -> None:
+    assert retrieval.short_form("tim", "tim cook") is False  # the same name, not a short form
+    assert retrieval.short_form("timothy", "tim")
+    assert retrieval.short_form("sam", "samantha")
+    assert not retrieval.short_form("al", "alan")  # two letters say too little
+    assert not retrieval.short_form("max", "maximilian")
+    assert not retrieval.short_form("mel", "camel")  # a start, not an inside
+    assert not retrieval.short_form("new york", "new")  # one-word names only
 
 
 def test_the_words_of_a_narrower_scope_only(engine: Engine) -> None:

@@ -354,14 +354,18 @@ def names_closeness(
     snapshot: Snapshot, prepared: PreparedQuery, scope: Scope, found: Sequence[Sequence[tuple[int, str, float]]]
 ) -> dict[str, float]:
     """How well the scope knows each name the query mentions (``relevance``): 1.0 when a stored
-    entity holds all its words ("Atlas" in "Project Atlas") or its memories hold them all, as words
+    entity is its short form or it is theirs ("Mel", "Melanie": ``short_form``), holds all its
+    words ("Atlas" in "Project Atlas"), or its memories hold them all, as words
     or the start of longer ones (the tagger took no entity from "my sister ana is a nurse", nor
     "Postgres" from "PostgreSQL 16": ``Snapshot.words_written``), else the similarity of the
     closest entity (``found``: each query entity's nearest entities, ``Snapshot.knn_entities``).
     The store is asked only about the names whose closest entity is not the name itself."""
     closest = {entity: hits[0] if hits else None for entity, hits in zip(prepared.entities, found)
                if entity in prepared.names}
-    asked = [name for name, hit in closest.items() if hit is None or normalize_entity(hit[1]) != name]
+    shortened = {entity for entity, hits in zip(prepared.entities, found)
+                 if entity in closest and any(short_form(entity, normalize_entity(text)) for _, text, _ in hits)}
+    asked = [name for name, hit in closest.items()
+             if (hit is None or normalize_entity(hit[1]) != name) and name not in shortened]
     holding = dict(zip(asked, snapshot.entities_holding(asked, scope)))
     words = {name: [fold(word) for word in name.split()] for name in asked if not holding[name]}
     unheld = list(dict.fromkeys(word for name_words in words.values() for word in name_words))
@@ -372,6 +376,24 @@ def names_closeness(
         name: 1.0 if name in known else scoring.similarity_from_distance(hit[2]) if hit else 0.0
         for name, hit in closest.items()
     }
+
+
+SHORT_FORM_LETTERS = 3
+"""A short form of a name has at least this many letters, and more than a third of the name's."""
+
+
+def short_form(name: str, stored: str) -> bool:
+    """Whether a one-word name and a word of a stored name are one the other's short form: "mel" and
+    "melanie brooks", "timothy" and "tim", but not "melbourne" and "mel" (a third of its letters).
+    Only the nearest stored names are read (``scoring.ENTITY_MATCH_THRESHOLD`` similar or more)."""
+    if " " in name:
+        return False
+    for word in stored.split():
+        shorter, longer = sorted((name, word), key=len)
+        if (shorter != longer and longer.startswith(shorter) and len(shorter) >= SHORT_FORM_LETTERS
+                and 3 * len(shorter) > len(longer)):
+            return True
+    return False
 
 
 def closest_name(similar: dict[int, tuple[str, float]]) -> int:
