@@ -360,12 +360,11 @@ def names_closeness(
     "Postgres" from "PostgreSQL 16": ``Snapshot.words_written``), else the similarity of the
     closest entity (``found``: each query entity's nearest entities, ``Snapshot.knn_entities``).
     The store is asked only about the names whose closest entity is not the name itself."""
-    closest = {entity: hits[0] if hits else None for entity, hits in zip(prepared.entities, found)
-               if entity in prepared.names}
-    shortened = {entity for entity, hits in zip(prepared.entities, found)
-                 if entity in closest and any(short_form(entity, normalize_entity(text)) for _, text, _ in hits)}
+    nearest = {entity: hits for entity, hits in zip(prepared.entities, found) if entity in prepared.names}
+    closest = {name: hits[0] if hits else None for name, hits in nearest.items()}
     asked = [name for name, hit in closest.items()
-             if (hit is None or normalize_entity(hit[1]) != name) and name not in shortened]
+             if (hit is None or normalize_entity(hit[1]) != name)
+             and not any(short_form(name, normalize_entity(text)) for _, text, _ in nearest[name])]
     holding = dict(zip(asked, snapshot.entities_holding(asked, scope)))
     words = {name: [fold(word) for word in name.split()] for name in asked if not holding[name]}
     unheld = list(dict.fromkeys(word for name_words in words.values() for word in name_words))
