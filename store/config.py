@@ -355,11 +355,9 @@ def _check(config: Config) -> None:
                       f"use one of {', '.join(EMBEDDING_BACKENDS)}")
     if not 0.0 <= search.threshold <= 1.0:
         raise _refuse("search", "threshold", search.threshold, "it must be between 0 and 1; 0.1 is the default")
-    for name in ("relevance_floor", "relevance_floor_unknown_names"):
+    for name in ("relevance_floor", "relevance_floor_unknown_names", "min_similarity"):
         if not 0.0 <= getattr(search, name) <= 1.0:
             raise _refuse("search", name, getattr(search, name), "it must be a similarity between 0 and 1")
-    if not 0.0 <= search.min_similarity <= 1.0:
-        raise _refuse("search", "min_similarity", search.min_similarity, "it must be a similarity between 0 and 1")
     if not 0.0 <= search.min_score <= 1.0:
         raise _refuse("search", "min_score", search.min_score, "it must be a probability between 0 and 1")
     if search.candidate_pool not in ("semantic", "union"):

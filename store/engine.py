@@ -689,7 +689,7 @@ class Engine:
             self.config.search, **{name: bool(value) for name, value in switches.items() if value is not None}
         )
         if min_score is not None:
-            options = replace(options, min_score=check_threshold(min_score, "min_score", 0.02))
+            options = replace(options, min_score=check_threshold(min_score, "min_score", options.min_score))
         scope = check_scope(user_id, agent_id, run_id)
         query = check_query(query, self.config.limits.max_text_chars)
         request = retrieval.SearchRequest(
