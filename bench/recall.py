@@ -15,14 +15,16 @@ Reported, per set, for the tune and check parts (LoCoMo: ``quality.CHECK_SAMPLES
 every other question by id): recall@10, MRR, own questions answered with nothing, foreign ones
 answered with nothing, other memories returned beside what answers; LongMemEval's session-level
 recall_any@5; per category; and how well the scores are calibrated (predicted against observed).
-``--write-weights`` fits the model (scikit-learn's logistic regression, classes as they come, so
-its probabilities are calibrated) on the tune parts of LoCoMo's two shapes and LongMemEval
-together and writes ``store/ranking/learned.json``; the check parts never choose.
+``--write-weights`` fits the model (scikit-learn's logistic regression with balanced classes, its
+logit then calibrated by Platt scaling: ``fit``) on the tune parts of LoCoMo's two shapes and
+LongMemEval, whole and in small scopes, and writes ``store/ranking/learned.json``; the check parts
+never choose.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import pickle
@@ -35,11 +37,11 @@ from unittest import mock
 
 import numpy as np
 
-from bench import everyday, locomo, metrics, quality, report
+from bench import everyday, locomo, metrics, quality, report, sqlite_file
 from store import Engine, MemoryInput, load_config
 from store.analysis.embeddings import open_embedder
 from store.analysis.nlp import NLP
-from store.ranking import learned, relevance, retrieval, standing
+from store.ranking import learned, retrieval, standing
 
 TOP_K = 20
 LONGMEMEVAL = locomo.DEFAULT_PATH.with_name("longmemeval-dev.json")
@@ -99,9 +101,10 @@ def returned(asked: Asked, weights: learned.Weights, floor: float) -> tuple[list
     cuts it, with the standing memories search brought placed as ``retrieval.run`` places them."""
     order = weights.rank(asked.candidates, TOP_K) if asked.candidates else []
     scope = asked.candidates[0].scope if asked.candidates else None
-    near = scope is not None and (scope.known_name or relevance.near(
-        scope.best_similarity, scope.unknown_names, SEARCH.min_similarity, SEARCH.relevance_floor_unknown_names))
-    kept = [(asked.ids[i], score.score) for i, score in order if near and (score.score >= floor or score.restates)]
+    count = 0 if scope is None else retrieval.returned_count(
+        [score for _, score in order], scope.known_name, scope.best_similarity, scope.unknown_names,
+        dataclasses.replace(SEARCH, min_score=floor))
+    kept = [(asked.ids[i], score.score) for i, score in order[:count]]
     preferences = [(memory_id, 0.0) for memory_id in asked.standing if memory_id not in dict(kept)]
     after = standing.placed([score for _, score in kept], len(preferences))
     kept[after:after] = preferences
@@ -247,8 +250,7 @@ def ask_small_stores(config, embedder, nlp) -> list[Asked]:
     asked = []
     for name, (facts, answerable, unrelated) in SMALL_STORES.items():
         path = report.RESULTS / "small-stores.db"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        sqlite_file.remove_db(path)
         with Engine(config.using(str(path)), embedder=embedder, nlp=nlp) as engine:
             user = name.replace(" ", "_")
             ids = {fact: engine.add(fact, user_id=user)[0].memory.id for fact in facts}
@@ -390,10 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         learned.WEIGHTS.write_text(weights.to_json("tune parts of LoCoMo turns and facts and LongMemEval"),
                                    encoding="utf-8")
     floor = load_config(environ={}).search.min_score if args.floor is None else args.floor
-    curve = report.table(["min_score", *(f"{name} {column}" for name in SETS for column in ("own empty", "foreign empty"))],
-                         [[f, *(value for name in SETS for value in (
-                             figures([a for a in asked if a.set == name and not a.tune], weights, f)["own empty"],
-                             figures([a for a in asked if a.set == name and not a.tune], weights, f)["foreign empty"]))]
+    checked = {name: [a for a in asked if a.set == name and not a.tune] for name in SETS}
+    empties = ("own empty", "foreign empty")
+    curve = report.table(["min_score", *(f"{name} {column}" for name in SETS for column in empties)],
+                         [[f, *(got[column] for got in (figures(checked[name], weights, f) for name in SETS)
+                                for column in empties)]
                           for f in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)])
     section = "\n\n".join([
         "## Recall as a user meets it (LoCoMo, LongMemEval, an everyday store)",

@@ -525,15 +525,25 @@ def order(
     ranked, scores = learned_order(fusion.ranked, candidates, request.top_k)
     if decision is None:
         return Ranking(ranked, scores, None, [])
-    floor = request.options.min_score
-    options = request.options
-    near = figures.known_name or relevance.near(figures.best_similarity, figures.unknown_names,
-                                                options.min_similarity, options.relevance_floor_unknown_names)
-    kept = [rowid for rowid, _ in ranked if scores[rowid].score >= floor or scores[rowid].restates] if near else []
+    kept = returned_count([scores[rowid] for rowid, _ in ranked], figures.known_name, figures.best_similarity,
+                          figures.unknown_names, request.options)
     best = scores[ranked[0][0]].score if ranked else None
-    decision = relevance.Relevance(bool(kept), figures.best_similarity, floor, figures.names, figures.known_name,
-                                   figures.unknown_names, best)
-    return Ranking(ranked, scores, decision, [rowid for rowid, _ in ranked[len(kept):]])
+    decision = relevance.Relevance(kept > 0, figures.best_similarity, request.options.min_score, figures.names,
+                                   figures.known_name, figures.unknown_names, best)
+    return Ranking(ranked, scores, decision, [rowid for rowid, _ in ranked[kept:]])
+
+
+def returned_count(
+    scores: Sequence[learned.LearnedScore], known_name: bool, best_similarity: float | None, unknown_names: bool,
+    options: SearchConfig,
+) -> int:
+    """How many of a judged search's learned order it returns (``scores``: the memories' in that
+    order, never rising, those the query restates first): those scored at least ``min_score`` and
+    those the query restates, or none when no name the query mentions is known and no memory is near
+    enough in meaning (``relevance.near``)."""
+    near = known_name or relevance.near(best_similarity, unknown_names, options.min_similarity,
+                                        options.relevance_floor_unknown_names)
+    return sum(score.score >= options.min_score or score.restates for score in scores) if near else 0
 
 
 def describe(
